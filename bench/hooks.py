@@ -1,0 +1,160 @@
+"""Whole-process cost of the UserPromptSubmit and PreToolUse hooks against a bare interpreter.
+
+Claude Code starts a fresh ``ithaca-hook`` process for every prompt and every tool call,
+so what the user waits for is interpreter start-up plus imports plus one store visit.
+The target (protocols reference §12) is a median of at most 2x a bare ``python -c pass``
+started by the same interpreter binary. Runs alternate baseline / UserPromptSubmit /
+baseline / PreToolUse so that background load hits all three alike.
+
+The project holds the base set plus 50 user records. PreToolUse runs on a session whose
+event is admitted and whose bundle is loaded, so an Edit takes the normal allow path
+(bundle check, constraints, decision journaled). UserPromptSubmit runs on a second
+session, so its admissions never unload the first session's bundle.
+
+    .venv/bin/python bench/hooks.py [--quick] [--imports]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import BIN, new_project, parser, percentile, protocol_records, scratch, verdict
+
+TARGET_RATIO = 2.0
+USER_RECORDS = 50
+PROMPT_SESSION = "bench-prompts"
+TOOL_SESSION = "bench-tools"
+EVENT_ID = re.compile(r"evt_[0-9A-HJKMNP-TV-Z]{26}")
+
+
+def main() -> int:
+    options = parser(__doc__.splitlines()[0])
+    options.add_argument("--imports", action="store_true", help="print -X importtime top entries")
+    args = options.parse_args()
+    runs = 15 if args.quick else 60
+    hook = BIN / "ithaca-hook"
+    with scratch() as root:
+        project_dir = root / "project"
+        prompt_input, tool_input = _prepare(project_dir, hook)
+        commands = {
+            "baseline": ([sys.executable, "-c", "pass"], b""),
+            "UserPromptSubmit": ([str(hook), "claude", "UserPromptSubmit"], prompt_input),
+            "PreToolUse": ([str(hook), "claude", "PreToolUse"], tool_input),
+        }
+        for name in commands:  # warm the page cache and the store
+            for _ in range(3):
+                _run(*commands[name])
+        timings: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(runs):
+            for name in ("baseline", "UserPromptSubmit", "baseline", "PreToolUse"):
+                timings[name].append(_run(*commands[name]))
+        _report(timings, runs)
+        if args.imports:
+            for event, stdin in (("UserPromptSubmit", prompt_input), ("PreToolUse", tool_input)):
+                _print_imports(event, [sys.executable, "-X", "importtime", str(hook), "claude",
+                                       event], stdin)
+    return 0
+
+
+def _prepare(project_dir: Path, hook: Path) -> tuple[bytes, bytes]:
+    """Set up the project and both sessions; returns the two hooks' stdin."""
+    project = new_project(project_dir.parent)
+    service = project.protocols
+    for record in protocol_records(USER_RECORDS):
+        service.create_protocol(record, actor="user")
+
+    def prompt(session: str) -> bytes:
+        return json.dumps({
+            "session_id": session, "cwd": str(project_dir), "hook_event_name": "UserPromptSubmit",
+            "prompt": "Fix the failing date parser test.",
+        }).encode()
+
+    answer = _check_output(hook, "UserPromptSubmit", prompt(TOOL_SESSION))
+    found = EVENT_ID.search(answer)
+    if found is None:
+        raise SystemExit(f"UserPromptSubmit did not admit the prompt: {answer!r}")
+    loaded = service.load_protocols({"eventId": found.group(0)})
+    tool_input = json.dumps({
+        "session_id": TOOL_SESSION, "cwd": str(project_dir), "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(project_dir / "src" / "app.py"),
+                       "old_string": "return 1", "new_string": "return 2"},
+    }).encode()
+    answer = _check_output(hook, "PreToolUse", tool_input)
+    if answer.strip():
+        raise SystemExit(f"PreToolUse did not allow the Edit: {answer!r}")
+    count = len(service.list_protocols())
+    project.close()
+    print(f"setup: {count} stored protocols ({USER_RECORDS} user), bundle of"
+          f" {len(loaded['protocols'])} loaded for the PreToolUse session")
+    return prompt(PROMPT_SESSION), tool_input
+
+
+def _check_output(hook: Path, event: str, stdin: bytes) -> str:
+    done = subprocess.run([str(hook), "claude", event], input=stdin, capture_output=True,
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{event} exited {done.returncode}: {done.stderr.decode()}")
+    return done.stdout.decode()
+
+
+def _run(command: list[str], stdin: bytes) -> float:
+    """Wall time of one process, in milliseconds."""
+    started = time.perf_counter_ns()
+    subprocess.run(command, input=stdin, capture_output=True, check=False)
+    return (time.perf_counter_ns() - started) / 1e6
+
+
+def _report(timings: dict[str, list[float]], runs: int) -> None:
+    base = statistics.median(timings["baseline"])
+    print(f"\n{runs} runs per hook, {len(timings['baseline'])} baseline runs, alternating")
+    print(f"baseline: {sys.executable} -c pass")
+    print(f"{'':18}{'median ms':>10}{'p90 ms':>9}{'ratio':>8}")
+    for name, values in timings.items():
+        median = statistics.median(values)
+        line = f"{name:18}{median:10.1f}{percentile(values, 90):9.1f}{median / base:8.2f}"
+        if name != "baseline":
+            line += f"   target <= {TARGET_RATIO:.1f}x  {verdict(median / base <= TARGET_RATIO)}"
+        print(line)
+
+
+def _print_imports(event: str, command: list[str], stdin: bytes, top: int = 15) -> None:
+    bare = _parse_importtime(_importtime_stderr([sys.executable, "-X", "importtime", "-c",
+                                                 "pass"], b""))
+    entries = _parse_importtime(_importtime_stderr(command, stdin))
+    extra = {name: entry for name, entry in entries.items() if name not in bare}
+    own = sum(entry[0] for name, entry in extra.items() if name.split(".")[0] == "ithaca")
+    other = sum(entry[0] for name, entry in extra.items() if name.split(".")[0] != "ithaca")
+    print(f"\n-X importtime, {event}: {len(entries)} modules; beyond a bare interpreter"
+          f" {len(extra)} modules, {own / 1000:.1f} ms self in ithaca.*,"
+          f" {other / 1000:.1f} ms self in other modules")
+    print(f"{'cumulative ms':>14}{'self ms':>9}  module")
+    ranked = sorted(entries.items(), key=lambda item: item[1][1], reverse=True)
+    for name, (self_us, cumulative_us, depth) in ranked[:top]:
+        print(f"{cumulative_us / 1000:14.2f}{self_us / 1000:9.2f}  {'  ' * depth}{name}")
+
+
+def _importtime_stderr(command: list[str], stdin: bytes) -> str:
+    return subprocess.run(command, input=stdin, capture_output=True, check=False).stderr.decode()
+
+
+def _parse_importtime(stderr: str) -> dict[str, tuple[int, int, int]]:
+    """``module -> (self us, cumulative us, nesting depth)`` from ``-X importtime`` lines."""
+    entries: dict[str, tuple[int, int, int]] = {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        self_us, cumulative_us, name = line[len("import time:"):].split("|", 2)
+        depth = (len(name) - len(name.lstrip())) // 2
+        entries[name.strip()] = (int(self_us), int(cumulative_us), max(depth - 1, 0))
+    return entries
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Opening a project for the CLI, the MCP server and the Python API.
+
+``init_project`` creates the ``.ithaca/`` planes and the store; ``open_project`` finds an
+existing project, migrates its store and reconciles the protocol seeds and files. Both
+are for long-lived or user-driven processes: hooks use ``kernel.project`` directly and
+never migrate.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ithaca.kernel import config as config_loader
+from ithaca.kernel.errors import NotFound
+from ithaca.kernel.project import IGNORE_LINE, Project, find_project, planned_project
+from ithaca.kernel.store import Store
+
+if TYPE_CHECKING:
+    from ithaca.protocols.service import ProtocolsService
+
+
+class IthacaProject:
+    """An open project: its roots, configuration, store and part services."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self.config: dict[str, Any] = config_loader.load(project.state_root)
+        self.store = Store(project.db_path, backups_dir=project.backups_dir)
+
+    @cached_property
+    def protocols(self) -> ProtocolsService:
+        from ithaca.protocols.service import ProtocolsService
+
+        return ProtocolsService(self.project, self.store, self.config)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_project(path: str | os.PathLike[str] = ".", *, reconcile: bool = True) -> IthacaProject:
+    """The project containing ``path``; ``NOT_INITIALISED`` when there is none."""
+    found = find_project(path)
+    if found is None or not found.db_path.exists():
+        raise NotFound(
+            "NOT_INITIALISED",
+            f"no Ithaca project at or above {os.path.abspath(path)}; run `ithaca init`",
+            {"path": os.path.abspath(path)},
+        )
+    opened = IthacaProject(found)
+    if reconcile:
+        opened.protocols.reconcile()
+    return opened
+
+
+def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, list[str]]:
+    """Create (or complete) a project's planes; safe to run again. Returns what it made."""
+    project = planned_project(path)
+    made = []
+    for folder in (
+        project.state_root,
+        project.protocols_dir,
+        project.runtime,
+        project.blobs_dir,
+        project.backups_dir,
+    ):
+        if not folder.is_dir():
+            folder.mkdir(parents=True)
+            made.append(_relative(folder, project.root))
+    if _ensure_ignored(project):
+        made.append("ignore rule for .ithaca/.runtime/")
+    existed = project.db_path.exists()
+    opened = IthacaProject(project)
+    if not existed:
+        made.append(_relative(project.db_path, project.root))
+    opened.protocols.reconcile()
+    return opened, made
+
+
+def _ensure_ignored(project: Project) -> bool:
+    """Ignore the runtime plane in ``.gitignore``, or ``.git/info/exclude`` when the project
+    keeps no ignore file of its own."""
+    gitignore = project.root / ".gitignore"
+    exclude = project.root / ".git" / "info" / "exclude"
+    line = IGNORE_LINE
+    if project.state_root != project.root / ".ithaca":
+        return False
+    for candidate in (gitignore, exclude):
+        if candidate.is_file() and line in candidate.read_text(encoding="utf-8").splitlines():
+            return False
+    target = gitignore if gitignore.is_file() or not exclude.parent.is_dir() else exclude
+    from ithaca.kernel.files import write_atomic
+
+    existing = target.read_text(encoding="utf-8") if target.is_file() else ""
+    if existing and not existing.endswith("\n"):
+        existing += "\n"
+    write_atomic(project.root, target.relative_to(project.root).as_posix(), existing + line + "\n")
+    return True
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,65 @@
+"""``ithaca install <host>`` and ``ithaca uninstall <host>``: wire Ithaca into a host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ithaca.cli.output import console, errors_to_exit, json_option, show
+
+HOSTS = ("claude",)
+
+
+def _root(ctx: click.Context) -> Path:
+    from ithaca.kernel.project import find_project, planned_project
+
+    found = find_project(ctx.obj["project_path"])
+    return (found or planned_project(ctx.obj["project_path"])).root
+
+
+def _render(report: dict[str, Any]) -> None:
+    out = console()
+    for key, mark in (("added", "+"), ("removed", "-"), ("unchanged", "=")):
+        for item in report.get(key, []):
+            out.print(f"  {mark} {item}", markup=False)
+    if report.get("files"):
+        out.print("Files: " + ", ".join(report["files"]), markup=False)
+
+
+@click.command()
+@click.argument("host", type=click.Choice(HOSTS))
+@json_option
+@click.pass_context
+def install(ctx: click.Context, host: str, as_json: bool) -> None:
+    """Register Ithaca's hooks and MCP server with a host, keeping your own settings."""
+    from ithaca.hosts import install_claude
+
+    with errors_to_exit(as_json):
+        report = install_claude.install(_root(ctx)).to_dict()
+    _compile_hook_modules()
+    show(report, as_json, _render)
+
+
+def _compile_hook_modules() -> None:
+    """Write Ithaca's bytecode now, so no hook call pays for compiling (a host may run
+    hooks with ``PYTHONDONTWRITEBYTECODE`` set, which would make every call recompile)."""
+    import compileall
+
+    import ithaca
+
+    compileall.compile_dir(Path(ithaca.__file__).parent, quiet=1)
+
+
+@click.command()
+@click.argument("host", type=click.Choice(HOSTS))
+@json_option
+@click.pass_context
+def uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
+    """Remove exactly what `ithaca install` added."""
+    from ithaca.hosts import install_claude
+
+    with errors_to_exit(as_json):
+        report = install_claude.uninstall(_root(ctx)).to_dict()
+    show(report, as_json, _render)

@@ -1,0 +1,175 @@
+"""Project commands: ``init``, ``status``, ``log`` and ``doctor``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ithaca.cli.context import opened
+from ithaca.cli.output import console, emit_json, errors_to_exit, fail, json_option, show
+from ithaca.kernel.errors import NotFound
+
+
+@click.command()
+@json_option
+@click.pass_context
+def init(ctx: click.Context, as_json: bool) -> None:
+    """Create .ithaca/ in this repository (safe to run again)."""
+    from ithaca.app import init_project
+
+    with errors_to_exit(as_json):
+        project, made = init_project(ctx.obj["project_path"])
+    ctx.call_on_close(project.close)
+    result = {"root": str(project.project.root), "created": made}
+    if as_json:
+        emit_json(result)
+    elif made:
+        click.echo(f"Initialised Ithaca in {project.project.root}:")
+        for item in made:
+            click.echo(f"  + {item}")
+    else:
+        click.echo(f"Ithaca is already set up in {project.project.root}.")
+
+
+@click.command()
+@json_option
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Where the project's state lives and what it holds."""
+    project = opened(ctx, as_json)
+    conn = project.store.connection()
+    counts = dict(
+        conn.execute("SELECT scope || ':' || enabled, count(*) FROM protocols GROUP BY 1")
+    )
+    sessions = conn.execute(
+        "SELECT host_session_id, current_event_id, loaded_digest IS NOT NULL"
+        " FROM protocol_sessions ORDER BY updated_at DESC LIMIT 5"
+    ).fetchall()
+    info: dict[str, Any] = {
+        "root": str(project.project.root),
+        "stateRoot": str(project.project.state_root),
+        "database": str(project.project.db_path),
+        "schemaVersion": project.store.version(),
+        "journalEvents": conn.execute("SELECT count(*) FROM journal").fetchone()[0],
+        "protocols": {
+            "base": counts.get("base:1", 0),
+            "userEnabled": counts.get("user:1", 0),
+            "userDisabled": counts.get("user:0", 0),
+        },
+        "strict": project.config["protocols"]["strict"],
+        "recentSessions": [
+            {"hostSessionId": sid, "currentEventId": eid, "bundleLoaded": bool(loaded)}
+            for sid, eid, loaded in sessions
+        ],
+    }
+
+    def render(value: dict[str, Any]) -> None:
+        out = console()
+        out.print(f"[bold]Ithaca[/bold] at {value['root']}")
+        out.print(f"  state      {value['stateRoot']} (schema {value['schemaVersion']})")
+        out.print(f"  journal    {value['journalEvents']} events")
+        p = value["protocols"]
+        out.print(
+            f"  protocols  {p['base']} base, {p['userEnabled']} user enabled,"
+            f" {p['userDisabled']} disabled; strict mode {'on' if value['strict'] else 'off'}"
+        )
+        for session in value["recentSessions"]:
+            state = "loaded" if session["bundleLoaded"] else "not loaded"
+            out.print(
+                f"  session    {session['hostSessionId']}: {session['currentEventId']} ({state})"
+            )
+
+    show(info, as_json, render)
+
+
+@click.command()
+@click.option("--kind", help="Event kind, or a prefix ending in '.' or '*' (protocols.*).")
+@click.option("--subject", help="Only events about this id.")
+@click.option("--limit", type=click.IntRange(1, 100000), default=200, show_default=True)
+@json_option
+@click.pass_context
+def log(
+    ctx: click.Context, kind: str | None, subject: str | None, limit: int, as_json: bool
+) -> None:
+    """The journal: every state change and decision, oldest first."""
+    from ithaca.kernel import journal
+
+    project = opened(ctx, as_json)
+    entries = journal.query(project.store.connection(), kind=kind, subject=subject)[-limit:]
+
+    def render(rows: list[dict[str, Any]]) -> None:
+        out = console()
+        for row in rows:
+            out.print(
+                f"[dim]{row['seq']:>5} {row['at']}[/dim] {row['actor']:<6} "
+                f"[bold]{row['kind']}[/bold] {row['subject'] or ''}"
+            )
+            summary = describe(row)
+            if summary:
+                out.print(f"        {summary}", markup=False)
+
+    show(entries, as_json, render)
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line that says what a journal event decided or changed."""
+    payload = entry["payload"]
+    kind = entry["kind"]
+    if kind == "protocols.decision":
+        final = payload.get("final") or {}
+        effect = final.get("effect") or payload["effect"]
+        code = final.get("code") or payload.get("reasonCode") or ""
+        gate = final.get("gate") or "protocols"
+        verb = {"deny": "DENIED", "block": "BLOCKED", "ask": "ASKED"}.get(effect, "allowed")
+        return f"{payload['tool']} ({payload['toolClass']}): {verb} {code} by {gate}".rstrip()
+    if kind == "protocols.event_admitted":
+        context = payload["context"]
+        return f"{payload['connector']} {payload['kind']} workflow={context['workflow']}"
+    if kind == "protocols.bundle_loaded":
+        return f"{len(payload['protocolIds'])} protocols, digest {payload['digest'][:12]}"
+    if kind.startswith("protocols.") and "afterHash" in payload:
+        return f"{payload['id']}"
+    if kind == "protocols.approval_granted":
+        return f"until {payload['expiresAt']}"
+    return ""
+
+
+@click.command()
+@click.option("--repair", is_flag=True, help="Back up, then migrate an old schema.")
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Check the store's integrity, the journal chain and each part's state."""
+    from ithaca.kernel import doctor as kernel_doctor
+    from ithaca.kernel.project import find_project
+    from ithaca.kernel.store import Store
+
+    found = find_project(ctx.obj["project_path"])
+    if found is None or not found.db_path.exists():
+        fail(NotFound("NOT_INITIALISED", "no Ithaca project here; run `ithaca init`"), as_json)
+        return
+    with errors_to_exit(as_json):
+        store = Store(found.db_path, backups_dir=found.backups_dir, migrate=False)
+        ctx.call_on_close(store.close)
+        applied = store.migrate() if repair else []
+        report = kernel_doctor.check(found, store)
+    report["repaired"] = applied
+
+    def render(value: dict[str, Any]) -> None:
+        out = console()
+        if applied:
+            out.print(f"Migrated: {', '.join(applied)} (backup taken first)")
+        out.print(
+            f"Schema {value['schemaVersion']}/{value['latestVersion']}, "
+            f"{value['journalEvents']} journal events."
+        )
+        for finding in value["findings"]:
+            out.print(
+                f"  {finding['severity']:<7} {finding['code']}: {finding['message']}", markup=False
+            )
+        out.print("[green]OK[/green]" if value["ok"] else "[red]Problems found[/red]")
+
+    show(report, as_json, render)
+    if not report["ok"]:
+        ctx.exit(1)

@@ -1,0 +1,121 @@
+"""``ithaca demo``: Ithaca's main job, played end to end in a throwaway repository.
+
+Each scene drives the real entry points — the ``ithaca-hook`` process with the host's
+JSON, the MCP server over stdio, the CLI — and checks what a user would see. A scene
+that does not get the answer it expects stops the demo with exit code 1, so the demo is
+also the quickest way to see that an installation works. Later parts add scenes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class DemoFailure(Exception):
+    """A scene saw something other than what Ithaca promises."""
+
+
+@dataclass
+class Stage:
+    """The throwaway project and the helpers scenes use to act in it."""
+
+    root: Path
+    home: Path
+    say: Callable[[str], None]
+    session_id: str = "demo-session-1"
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key
+            not in (
+                "CLAUDECODE",
+                "CLAUDE_CODE_ENTRYPOINT",
+                "CODEX_THREAD_ID",
+                "CODEX_SANDBOX",
+                "ITHACA_DIR",
+            )
+        }
+        env["ITHACA_HOME"] = str(self.home)
+        return env
+
+    def hook(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Run the real hook process with Claude Code's JSON; returns its parsed answer."""
+        payload = {
+            "session_id": self.session_id,
+            "transcript_path": str(self.home / "transcript.jsonl"),
+            "cwd": str(self.root),
+            "hook_event_name": event,
+            **fields,
+        }
+        done = subprocess.run(
+            [script("ithaca-hook"), "claude", event],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=30,
+        )
+        if done.returncode not in (0, 2):
+            raise DemoFailure(f"hook {event} exited {done.returncode}: {done.stderr}")
+        return json.loads(done.stdout) if done.stdout.strip() else {}
+
+    def ithaca(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [script("ithaca"), "--project", str(self.root), *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=60,
+        )
+
+
+def script(name: str) -> str:
+    """A console script of this installation (next to the running interpreter)."""
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise DemoFailure(f"cannot find the {name} console script; is Ithaca installed?")
+    return found
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise DemoFailure(message)
+
+
+def run(say: Callable[[str], None], keep: bool = False) -> int:
+    """Play every scene; returns the process exit code."""
+    from ithaca.demo import protocols_turn
+
+    scenes = [protocols_turn.play]
+    workdir = Path(tempfile.mkdtemp(prefix="ithaca-demo-"))
+    stage = Stage(root=workdir / "repo", home=workdir / "home", say=say)
+    stage.root.mkdir()
+    stage.home.mkdir()
+    try:
+        for scene in scenes:
+            scene(stage)
+    except DemoFailure as exc:
+        say(f"\nDEMO FAILED: {exc}")
+        return 1
+    finally:
+        if keep:
+            say(f"\n(kept {workdir})")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    say("\nDemo complete: every step behaved as Ithaca promises.")
+    return 0

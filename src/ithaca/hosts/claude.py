@@ -1,0 +1,70 @@
+"""Claude Code's hook JSON: what arrives on stdin and what each event may answer.
+
+Claude Code sends ``session_id``, ``cwd``, ``hook_event_name`` and per-event fields
+(``prompt``; ``tool_name`` and ``tool_input``; ``agent_id`` inside subagents). An allow
+is answered with silence so that the user's own permission rules still apply; deny and
+ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop uses
+``{"decision": "block", "reason": …}``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ithaca.kernel.gates import Opinion
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+HOST = "claude"
+EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PreCompact",
+    "Stop",
+    "SubagentStop",
+    "SessionEnd",
+)
+SESSION_ENV_FILE = "CLAUDE_ENV_FILE"
+
+
+def tool_call(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    return (name if isinstance(name, str) else ""), (
+        tool_input if isinstance(tool_input, dict) else {}
+    )
+
+
+def render(event: str, final: Opinion) -> tuple[str, int]:
+    """The stdout text and exit code for Claude Code."""
+    answer: dict[str, Any] = {}
+    blocked = final.effect in ("deny", "block")
+    if event == "PreToolUse":
+        if blocked or final.effect == "ask":
+            answer["hookSpecificOutput"] = {
+                "hookEventName": event,
+                "permissionDecision": "deny" if blocked else "ask",
+                "permissionDecisionReason": final.reason or final.code or "denied by Ithaca",
+            }
+        elif final.updated_input is not None:
+            answer["hookSpecificOutput"] = {
+                "hookEventName": event,
+                "permissionDecision": "allow",
+                "updatedInput": final.updated_input,
+            }
+    elif event in ("UserPromptSubmit", "Stop", "SubagentStop", "PostToolUse") and blocked:
+        answer = {"decision": "block", "reason": final.reason or final.code or "blocked by Ithaca"}
+    if (
+        final.context
+        and event in ("SessionStart", "UserPromptSubmit", "PostToolUse")
+        and not (blocked and event == "UserPromptSubmit")
+    ):
+        answer.setdefault("hookSpecificOutput", {"hookEventName": event})
+        answer["hookSpecificOutput"]["additionalContext"] = final.context
+    if final.system_message:
+        answer["systemMessage"] = final.system_message
+    return (json.dumps(answer) if answer else ""), 0

@@ -1,0 +1,233 @@
+"""The hook dispatcher: one host event in, one host answer out.
+
+It owns the parts every gate shares — finding the project, loading configuration,
+opening the store without migrating, classifying the call once, parsing prompt markers
+once — then asks each registered gate for an opinion, combines them (deny/block > ask >
+allow > abstain), and runs every gate's ``commit`` in one write transaction that also
+upserts the host-session registry.
+
+Failure policy. Inside a project that has ``.ithaca/``, governed state is active, so an
+internal error fails closed where the agent could change something: a mutating tool
+call is denied and a prompt is blocked, each with a reason naming the error. Read-only
+calls and informational events (SessionStart, PostToolUse, SessionEnd) are allowed, so a
+broken Ithaca never stops an agent from looking around. Outside a project every hook
+abstains. Hook processes import only the standard library and Ithaca's light modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from importlib import import_module
+from pathlib import Path
+from types import ModuleType
+
+from ithaca.kernel import clock, config, markers
+from ithaca.kernel.call import Call
+from ithaca.kernel.errors import IthacaError
+from ithaca.kernel.gates import GateContext, Opinion, combine
+from ithaca.kernel.migrations import LATEST_VERSION
+from ithaca.kernel.project import Project, find_project
+from ithaca.kernel.store import connect, write_transaction
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
+GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
+_HOST_ADAPTERS = {"claude": "ithaca.hosts.claude"}
+
+
+def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
+    """Handle one hook call; returns (stdout, exit code)."""
+    adapter = _adapter(host)
+    try:
+        payload = json.loads(stdin_text) if stdin_text.strip() else {}
+        if not isinstance(payload, dict):
+            raise ValueError("hook input is not a JSON object")
+    except ValueError as exc:
+        return _unreadable_input(event, str(exc))
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
+    project = find_project(cwd)
+    if project is None:
+        return "", 0
+    conn: sqlite3.Connection | None = None
+    try:
+        settings, config_error = _config(project)
+        conn, schema_current = _open(project)
+        ctx = GateContext(
+            host=host,
+            event=event,
+            payload=payload,
+            project=project,
+            config=settings,
+            conn=conn,
+            session_id=_session_id(payload),
+            schema_current=schema_current,
+            now=clock.now(),
+        )
+        call = _classify(adapter, ctx, cwd, settings) if event == "PreToolUse" else None
+        if event == "UserPromptSubmit":
+            _parse_prompt(ctx)
+        final = _decide(ctx, call, config_error)
+        final = _commit(ctx, call, final)
+    except (IthacaError, sqlite3.Error, OSError) as exc:
+        final = _failure(event, getattr(exc, "code", type(exc).__name__), str(exc), payload)
+    finally:
+        if conn is not None:
+            conn.close()
+    return adapter.render(event, final)
+
+
+def _adapter(host: str) -> ModuleType:
+    return import_module(_HOST_ADAPTERS[host])
+
+
+def _config(project: Project) -> tuple[dict[str, Any], IthacaError | None]:
+    try:
+        return config.load(project.state_root), None
+    except IthacaError as exc:
+        return config.defaults(), exc
+
+
+def _open(project: Project) -> tuple[sqlite3.Connection | None, bool]:
+    if not project.db_path.exists():
+        return None, False
+    conn = connect(project.db_path)
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    return conn, version == LATEST_VERSION
+
+
+def _session_id(payload: dict[str, Any]) -> str | None:
+    value = payload.get("session_id")
+    return value if isinstance(value, str) and SESSION_ID.fullmatch(value) else None
+
+
+def _classify(adapter: ModuleType, ctx: GateContext, cwd: str, settings: dict[str, Any]) -> Call:
+    from ithaca.kernel.classify import classify
+
+    assert ctx.project is not None
+    tool_name, tool_input = adapter.tool_call(ctx.payload)
+    agent_id = ctx.payload.get("agent_id")
+    return classify(
+        ctx.host,
+        tool_name,
+        tool_input,
+        cwd,
+        project_root=str(ctx.project.root),
+        read_only_tools=tuple(settings["protocols"]["read_only_tools"]),
+        server_name=settings["protocols"]["mcp_server_name"],
+        session_id=ctx.session_id,
+        agent_id=agent_id if isinstance(agent_id, str) else None,
+    )
+
+
+def _parse_prompt(ctx: GateContext) -> None:
+    prompt = ctx.payload.get("prompt")
+    try:
+        ctx.prompt = markers.parse(prompt if isinstance(prompt, str) else "")
+    except IthacaError as exc:
+        ctx.prompt = markers.Prompt()
+        ctx.prompt_error = exc
+
+
+def _gates(event: str) -> list[tuple[str, ModuleType]]:
+    from ithaca.hosts.gates import GATES
+
+    return [(name, import_module(name)) for name, events in GATES if event in events]
+
+
+def _decide(ctx: GateContext, call: Call | None, config_error: IthacaError | None) -> Opinion:
+    if config_error is not None:
+        return _failure(ctx.event, config_error.code, config_error.message, ctx.payload, call)
+    if ctx.event == "PreToolUse" and ctx.conn is not None and not ctx.schema_current:
+        if call is not None and call.mutating:
+            return Opinion(
+                "deny",
+                "STATE_NEEDS_MIGRATION",
+                "Ithaca: the state database needs a migration; ask the user to run "
+                "`ithaca doctor --repair`.",
+                gate="kernel",
+            )
+        return Opinion("allow", gate="kernel")
+    opinions = []
+    for name, gate in _gates(ctx.event):
+        try:
+            opinion = gate.decide(call, ctx)
+        except (IthacaError, sqlite3.Error, OSError, KeyError, ValueError, TypeError) as exc:
+            code = getattr(exc, "code", type(exc).__name__)
+            opinion = _failure(ctx.event, code, str(exc), ctx.payload, call)
+        opinion.gate = opinion.gate or name
+        opinions.append(opinion)
+    ctx.scratch["_gates"] = opinions
+    return combine(opinions)
+
+
+def _commit(ctx: GateContext, call: Call | None, final: Opinion) -> Opinion:
+    conn = ctx.conn
+    if conn is None or not ctx.schema_current:
+        return final
+    try:
+        with write_transaction(conn):
+            if ctx.session_id:
+                _touch_session(conn, ctx)
+            for _, gate in _gates(ctx.event):
+                commit = getattr(gate, "commit", None)
+                if commit is not None:
+                    commit(call, final, ctx)
+    except (IthacaError, sqlite3.Error, OSError) as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        failed = _failure(ctx.event, code, str(exc), ctx.payload, call)
+        return failed if failed.effect in ("deny", "block") else final
+    return final
+
+
+def _touch_session(conn: sqlite3.Connection, ctx: GateContext) -> None:
+    conn.execute(
+        "INSERT INTO host_sessions (host, host_session_id, first_seen_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT(host, host_session_id) DO UPDATE SET"
+        " last_seen_at = excluded.last_seen_at",
+        (ctx.host, ctx.session_id, ctx.now, ctx.now),
+    )
+    if ctx.event == "SessionEnd":
+        conn.execute(
+            "UPDATE host_sessions SET ended_at = ? WHERE host = ? AND host_session_id = ?",
+            (ctx.now, ctx.host, ctx.session_id),
+        )
+
+
+def _failure(
+    event: str,
+    code: str,
+    message: str,
+    payload: dict[str, Any],
+    call: Call | None = None,
+) -> Opinion:
+    """Fail closed where the agent could change something, open elsewhere."""
+    if event == "UserPromptSubmit":
+        return Opinion("block", code, f"Ithaca could not admit this prompt ({code}): {message}")
+    if event == "PreToolUse" and (call is None or call.mutating):
+        return Opinion(
+            "deny",
+            code,
+            f"Ithaca could not evaluate this call ({code}: {message}); mutating calls are "
+            "blocked until this is fixed (see `ithaca doctor`).",
+        )
+    return Opinion("abstain", code)
+
+
+def _unreadable_input(event: str, problem: str) -> tuple[str, int]:
+    if find_project(os.getcwd()) is None or event not in GATED_EVENTS:
+        return "", 0
+    return f"Ithaca: the hook input could not be read ({problem}).", 2
+
+
+def write_session_env(session_id: str | None, env_file: str | None) -> None:
+    """Export ``ITHACA_SESSION_ID`` for the host session's later commands."""
+    if not session_id or not env_file:
+        return
+    with Path(env_file).open("a", encoding="utf-8") as handle:
+        handle.write(f"export ITHACA_SESSION_ID={session_id}\n")

@@ -1,0 +1,13 @@
+"""The gate modules the dispatcher consults, in order.
+
+A part registers its gate here (one line) instead of editing the dispatcher. Each named
+module exposes ``EVENTS``, ``decide(call, ctx)`` and optionally ``commit(call, final,
+ctx)`` (see ``ithaca.kernel.gates``). Modules are imported only for the events they
+handle, so a SessionStart hook does not pay for enforcement code.
+"""
+
+GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # (module, events it handles)
+    ("ithaca.kernel.guard", ("PreToolUse",)),
+    ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
+)

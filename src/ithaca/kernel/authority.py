@@ -1,0 +1,82 @@
+"""Who may do what: the user-only check and the registry of user-only commands.
+
+Some levers only a person may pull (granting an approval, changing a rule). They exist
+only in the CLI and need an interactive terminal, no coding-agent environment, and a
+typed confirmation equal to the token the prompt shows. This stops an over-eager agent,
+which runs commands without a terminal; it is not a boundary against a hostile local
+process, which could drive a pseudo-terminal itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from ithaca.kernel.errors import Refused
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
+
+AGENT_ENVIRONMENT = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_THREAD_ID", "CODEX_SANDBOX")
+
+# Every user-only CLI command of every part, as its subcommand path.
+USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("protocols", "approve"),
+    ("protocols", "create"),
+    ("protocols", "update"),
+    ("protocols", "enable"),
+    ("protocols", "disable"),
+    ("protocols", "remove"),
+    ("protocols", "admit"),
+)
+
+
+def user_only_command(argv: tuple[str, ...] | list[str]) -> tuple[str, ...] | None:
+    """The user-only command an Ithaca CLI argv invokes, however options are placed."""
+    words = [word for word in argv if not word.startswith("-")]
+    for command in USER_ONLY_COMMANDS:
+        size = len(command)
+        for start in range(len(words) - size + 1):
+            if tuple(words[start : start + size]) == command:
+                return command
+    return None
+
+
+def require_user(
+    action: str,
+    token: str,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    read_line: Callable[[], str] | None = None,
+) -> None:
+    """Refuse with ``USER_ONLY`` unless a person at a terminal types ``token``."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    present = [name for name in AGENT_ENVIRONMENT if os.environ.get(name)]
+    if present:
+        raise _refuse(action, "agent_environment", f"a coding agent's environment ({present[0]})")
+    if not (_isatty(stdin) and _isatty(stdout)):
+        raise _refuse(action, "no_terminal", "no interactive terminal")
+    stdout.write(f"To {action}, type {token} and press Enter: ")
+    stdout.flush()
+    typed = (read_line or stdin.readline)().strip()
+    if typed != token:
+        raise _refuse(action, "confirmation_mismatch", "the confirmation did not match")
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _refuse(action: str, reason: str, why: str) -> Refused:
+    return Refused(
+        "USER_ONLY",
+        f"only the user may {action}, from an interactive terminal ({why})",
+        {"reason": reason, "action": action},
+    )

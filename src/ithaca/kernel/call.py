@@ -1,0 +1,48 @@
+"""What a hook call is about, computed once per call and shared by every gate.
+
+The host adapter turns the host's JSON into a ``Call`` through ``kernel.classify``;
+gates only read it. Keeping one description means one shell parser, one tool-class
+table and one action digest across every part. These are named tuples rather than
+dataclasses because hooks import them on every call and dataclasses cost milliseconds
+to create.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+TOOL_CLASSES = ("edit", "shell", "delegate", "read", "web", "mcp", "other", "ithaca")
+
+
+class SimpleCommand(namedtuple("SimpleCommand", "argv assignments redirects", defaults=((), ()))):
+    """One simple command of a shell line, after wrappers and assignments are stripped.
+
+    ``argv[0]`` is the program as written; ``program`` is its basename.
+    ``assignments`` are the leading ``NAME=value`` words that were dropped.
+    ``redirects`` are output redirection targets (``/dev/null`` excluded).
+    """
+
+    __slots__ = ()
+
+    @property
+    def program(self) -> str:
+        return self.argv[0].rsplit("/", 1)[-1] if self.argv else ""
+
+
+class Call(
+    namedtuple(
+        "Call",
+        "host tool tool_class mutating tool_input cwd action_digest commands write_targets"
+        " unparseable ithaca_commands session_id agent_id",
+        defaults=((), (), False, (), None, None),
+    )
+):
+    """A tool call as every gate sees it.
+
+    ``write_targets`` are project-relative POSIX paths where the target lies inside the
+    project, else absolute paths. ``unparseable`` is true when a shell command could not
+    be parsed (then ``mutating`` is true too). ``ithaca_commands`` lists the Ithaca CLI
+    invocations found in a shell command, each as its argv after the program name.
+    """
+
+    __slots__ = ()

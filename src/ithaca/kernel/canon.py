@@ -1,0 +1,155 @@
+"""Canonical JSON (RFC 8785, the JSON Canonicalization Scheme) and SHA-256 digests.
+
+Every digest Ithaca stores is SHA-256 over these bytes, so two processes, two machines
+or two releases that hold the same value agree on its digest. The standard library has
+no JCS encoder and the hook path may not import third-party code, so this is a small
+one; the tests check it against the ``rfc8785`` package as an oracle.
+
+Ithaca narrows the scheme in one way: integers beyond ±(2^53−1) and non-finite numbers
+are refused with ``INVALID_INPUT`` (``NUMBER_OUT_OF_RANGE``), because a JavaScript
+reader could not hold them exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from ithaca.kernel.errors import InvalidInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+_escape_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def canonical(value: Any) -> bytes:
+    """The RFC 8785 encoding of ``value`` as UTF-8 bytes."""
+    parts: list[str] = []
+    _encode(value, parts, "")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            "INVALID_INPUT",
+            "a string holds a lone surrogate and has no UTF-8 form",
+            {"pointer": "", "problem": "INVALID_STRING"},
+        ) from exc
+
+
+def canonical_text(value: Any) -> str:
+    return canonical(value).decode("utf-8")
+
+
+def digest(value: Any) -> str:
+    """Lowercase hex SHA-256 of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical(value)).hexdigest()
+
+
+def digest_bytes(data: bytes) -> str:
+    """Lowercase hex SHA-256 of raw bytes (files, blobs, prompts)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_excluding(value: dict[str, Any], key: str) -> str:
+    """The digest of an object that carries its own digest under ``key``."""
+    return digest({k: v for k, v in value.items() if k != key})
+
+
+def _encode(value: Any, out: list[str], pointer: str) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_escape_string(value))
+    elif isinstance(value, int):
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            out.append(str(int(value)))
+        else:
+            raise _out_of_range(pointer)
+    elif isinstance(value, float):
+        out.append(_format_number(value, pointer))
+    elif isinstance(value, dict):
+        out.append("{")
+        keys = list(value)
+        for key in keys:
+            if not isinstance(key, str):
+                raise InvalidInput(
+                    "INVALID_INPUT",
+                    f"{pointer or '/'}: object keys must be strings",
+                    {"pointer": pointer, "problem": "INVALID_KEY"},
+                )
+        keys.sort(key=_utf16_order)
+        for index, key in enumerate(keys):
+            if index:
+                out.append(",")
+            out.append(_escape_string(key))
+            out.append(":")
+            _encode(value[key], out, f"{pointer}/{_escape_pointer(key)}")
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _encode(item, out, f"{pointer}/{index}")
+        out.append("]")
+    else:
+        raise InvalidInput(
+            "INVALID_INPUT",
+            f"{pointer or '/'}: {type(value).__name__} has no JSON form",
+            {"pointer": pointer, "problem": "INVALID_TYPE"},
+        )
+
+
+def _utf16_order(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _out_of_range(pointer: str) -> InvalidInput:
+    return InvalidInput(
+        "INVALID_INPUT",
+        f"{pointer or '/'}: number out of range (finite, integers within ±(2^53−1))",
+        {"pointer": pointer, "problem": "NUMBER_OUT_OF_RANGE"},
+    )
+
+
+def _format_number(number: float, pointer: str) -> str:
+    """ECMAScript ``Number.prototype.toString`` for a finite double."""
+    if not math.isfinite(number):
+        raise _out_of_range(pointer)
+    if number == 0:
+        return "0"
+    sign = "-" if number < 0 else ""
+    mantissa, _, exponent = repr(abs(number)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    all_digits = whole + fraction
+    # Position of the decimal point relative to the start of ``digits``.
+    point = len(whole) + (int(exponent) if exponent else 0)
+    stripped = all_digits.lstrip("0")
+    point -= len(all_digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k = len(digits)
+    if k <= point <= 21:
+        text = digits + "0" * (point - k)
+    elif 0 < point <= 21:
+        text = digits[:point] + "." + digits[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * (-point) + digits
+    else:
+        power = point - 1
+        sign_e = "+" if power >= 0 else "-"
+        head = digits if k == 1 else digits[0] + "." + digits[1:]
+        text = f"{head}e{sign_e}{abs(power)}"
+    return sign + text

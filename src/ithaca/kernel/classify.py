@@ -1,0 +1,246 @@
+"""Describe a hook call once, the same way for every gate (DESIGN.md, kernel contract 1).
+
+The tool-class table is protocols §9.1 plus Codex's shell tools. A shell call whose
+every command runs the Ithaca CLI is class ``ithaca``: Ithaca's own commands have their
+own gates, and the strict protocols gate must never block them. That holds only for a
+call that does nothing else; a line that also writes a file through a redirection, or
+mixes in any other command, stays class ``shell`` and is judged as a whole.
+
+Write targets are reported relative to the project root so that path rules and the
+``.ithaca/`` guard compare like with like; the action digest uses the same relative
+form, so an approval survives a change of checkout location but not of command or cwd.
+This runs on every hook call: stdlib only, no per-call regex compilation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from fnmatch import fnmatchcase
+
+from ithaca.kernel import canon, shell
+from ithaca.kernel.call import Call
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+TOOL_CLASS_TABLE = {
+    "Edit": "edit",
+    "Write": "edit",
+    "MultiEdit": "edit",
+    "NotebookEdit": "edit",
+    "apply_patch": "edit",
+    "Bash": "shell",
+    "shell": "shell",
+    "local_shell": "shell",
+    "exec_command": "shell",
+    "shell_command": "shell",
+    "Task": "delegate",
+    "Agent": "delegate",
+    "spawn_agent": "delegate",
+    "Read": "read",
+    "Glob": "read",
+    "Grep": "read",
+    "LS": "read",
+    "update_plan": "read",
+    "TodoWrite": "read",
+    "WebFetch": "web",
+    "WebSearch": "web",
+}
+
+_PATCH_HEADER = re.compile(
+    r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)[ \t\r]*$", re.MULTILINE
+)
+_PATCH_PROGRAMS = frozenset({"apply_patch", "applypatch"})
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+_LITERAL_MARKERS = frozenset("*?[$`")
+
+
+def tool_class(tool_name: str, server_name: str = "ithaca") -> str:
+    """The class a tool name has before its input is looked at."""
+    known = TOOL_CLASS_TABLE.get(tool_name)
+    if known:
+        return known
+    if tool_name.startswith(f"mcp__{server_name}__"):
+        return "ithaca"
+    return "mcp" if tool_name.startswith("mcp__") else "other"
+
+
+def classify(
+    host: str,
+    tool_name: str,
+    tool_input: dict[str, Any],
+    cwd: str,
+    *,
+    project_root: str,
+    read_only_tools: tuple[str, ...] = (),
+    server_name: str = "ithaca",
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    tests_are_read_only: bool = True,
+) -> Call:
+    """Class, mutating, parsed commands, write targets and action digest of one call."""
+    root = os.path.realpath(project_root)
+    base = _working_directory(cwd, tool_input)
+    klass = tool_class(tool_name, server_name)
+    if klass == "shell":
+        fields = _shell_fields(tool_name, tool_input, base, root, tests_are_read_only)
+    else:
+        fields = _tool_fields(klass, tool_name, tool_input, base, root, read_only_tools)
+    return Call(
+        host=host,
+        tool=tool_name,
+        tool_input=tool_input,
+        cwd=cwd,
+        session_id=session_id,
+        agent_id=agent_id,
+        **fields,
+    )
+
+
+def _tool_fields(
+    klass: str,
+    tool_name: str,
+    tool_input: dict[str, Any],
+    base: str,
+    root: str,
+    read_only_tools: tuple[str, ...],
+) -> dict[str, Any]:
+    if klass in ("edit", "delegate"):
+        mutating = True
+    elif klass in ("mcp", "other"):
+        mutating = not any(fnmatchcase(tool_name, pattern) for pattern in read_only_tools)
+    else:
+        mutating = False
+    targets = _edit_targets(tool_input) if klass == "edit" else []
+    return {
+        "tool_class": klass,
+        "mutating": mutating,
+        "write_targets": _resolve_all(targets, base, root),
+        "action_digest": canon.digest(
+            {"tool": tool_name, "input": _project_relative_input(tool_input, base, root)}
+        ),
+    }
+
+
+def _shell_fields(
+    tool_name: str,
+    tool_input: dict[str, Any],
+    base: str,
+    root: str,
+    tests_are_read_only: bool,
+) -> dict[str, Any]:
+    command = _command_text(tool_input)
+    if command is None:
+        parsed = shell.ParsedShell((), unparseable=True, reason="no command string")
+    else:
+        parsed = shell.parse(command)
+    invocations = tuple(
+        found for found in map(shell.ithaca_invocation, parsed.commands) if found is not None
+    )
+    only_ithaca = bool(invocations) and all(
+        not item.redirects and (shell.ithaca_invocation(item) is not None or shell.is_carrier(item))
+        for item in parsed.commands
+    )
+    targets = list(shell.write_targets(parsed))
+    if command is not None and any(item.program in _PATCH_PROGRAMS for item in parsed.commands):
+        targets.extend(_PATCH_HEADER.findall(command))
+    cwd = _relative(os.path.realpath(base), root)
+    digest_command = command if command is not None else tool_input.get("command")
+    return {
+        "tool_class": "ithaca" if only_ithaca else "shell",
+        "mutating": not only_ithaca
+        and not shell.is_read_only(parsed, tests_are_read_only=tests_are_read_only),
+        "commands": parsed.commands,
+        "write_targets": _resolve_all(targets, base, root),
+        "unparseable": parsed.unparseable,
+        "ithaca_commands": invocations,
+        "action_digest": canon.digest({"tool": tool_name, "command": digest_command, "cwd": cwd}),
+    }
+
+
+def _command_text(tool_input: dict[str, Any]) -> str | None:
+    """The command line: a string, or an argv list (Codex) joined for the shell.
+
+    Codex runs every command as ``["bash", "-lc", LINE]``; that wrapper is the host's,
+    not the agent's, so the judgement is of LINE itself.
+    """
+    command = tool_input.get("command", tool_input.get("cmd"))
+    if isinstance(command, str):
+        return command
+    if isinstance(command, list) and command and all(isinstance(arg, str) for arg in command):
+        body = shell.shell_c_body(command)
+        return body if body is not None else shlex.join(command)
+    return None
+
+
+def _working_directory(cwd: str, tool_input: dict[str, Any]) -> str:
+    """The hook ``cwd``, moved by a Codex ``workdir`` when the call names one."""
+    workdir = tool_input.get("workdir")
+    if isinstance(workdir, str) and workdir:
+        return os.path.join(cwd, workdir)
+    return cwd
+
+
+def _edit_targets(tool_input: dict[str, Any]) -> list[str]:
+    targets = [
+        value
+        for key in ("file_path", "notebook_path")
+        if isinstance(value := tool_input.get(key), str) and value
+    ]
+    patch = tool_input.get("input", tool_input.get("patch"))
+    command = tool_input.get("command")
+    if not isinstance(patch, str) and isinstance(command, list) and command:
+        patch = command[-1]
+    if isinstance(patch, str):
+        targets.extend(_PATCH_HEADER.findall(patch))
+    return targets
+
+
+def _project_relative_input(tool_input: dict[str, Any], base: str, root: str) -> dict[str, Any]:
+    if not any(isinstance(tool_input.get(key), str) for key in _PATH_KEYS):
+        return tool_input
+    return {
+        key: resolve_target(value, base, root)
+        if key in _PATH_KEYS and isinstance(value, str) and value
+        else value
+        for key, value in tool_input.items()
+    }
+
+
+def _resolve_all(targets: list[str], base: str, root: str) -> tuple[str, ...]:
+    resolved: list[str] = []
+    for target in targets:
+        path = resolve_target(target, base, root)
+        if path not in resolved:
+            resolved.append(path)
+    return tuple(resolved)
+
+
+def resolve_target(target: str, cwd: str, root: str) -> str:
+    """``target`` as a project-relative POSIX path, or absolute when outside ``root``.
+
+    ``root`` must already be a real path. Symlinks in the parent directory are resolved;
+    the last component is not, because writing to or removing a link acts on the link.
+    A target holding glob characters, ``$`` or a backtick is kept as written, since
+    what it names is unknown until the shell expands it.
+    """
+    if _LITERAL_MARKERS.intersection(target):
+        return target
+    path = os.path.join(cwd, os.path.expanduser(target)).rstrip("/") or "/"
+    parent, name = os.path.split(path)
+    if name in ("", ".", ".."):
+        resolved = os.path.realpath(path)
+    else:
+        resolved = os.path.join(os.path.realpath(parent), name)
+    return _relative(resolved, root)
+
+
+def _relative(path: str, root: str) -> str:
+    """A real ``path`` made relative to the real ``root`` when inside it."""
+    if path == root:
+        return "."
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path

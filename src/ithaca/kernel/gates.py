@@ -1,0 +1,109 @@
+"""The gate contract: how a part gives its opinion on a hook call.
+
+A gate module (``ithaca/<part>/gate.py``) exposes ``EVENTS`` (the hook events it cares
+about), ``decide(call, ctx) -> Opinion`` — read-only, on the dispatcher's connection —
+and optionally ``commit(call, final, ctx)``, which the dispatcher runs for every gate in
+one write transaction after it has combined all opinions. Two phases keep a part from
+consuming or recording anything on its own "allow" when the final answer is "deny".
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    from typing import Any
+
+    from ithaca.kernel.markers import Prompt
+    from ithaca.kernel.project import Project
+
+# Most severe first: the combined effect is the first one any gate gave.
+SEVERITY = ("block", "deny", "ask", "allow", "abstain")
+
+
+class Opinion:
+    """One gate's answer: ``effect`` is deny, block, ask, allow or abstain."""
+
+    __slots__ = ("effect", "code", "reason", "context", "updated_input", "system_message", "gate")
+
+    def __init__(
+        self,
+        effect: str = "abstain",
+        code: str | None = None,
+        reason: str | None = None,
+        context: str | None = None,
+        updated_input: dict[str, Any] | None = None,
+        system_message: str | None = None,
+        gate: str = "",
+    ):
+        self.effect = effect
+        self.code = code
+        self.reason = reason
+        self.context = context  # text added to the agent's context
+        self.updated_input = updated_input
+        self.system_message = system_message
+        self.gate = gate
+
+    def __repr__(self) -> str:
+        return f"Opinion({self.effect!r}, {self.code!r}, {self.reason!r}, gate={self.gate!r})"
+
+
+ABSTAIN = Opinion()
+
+
+class GateContext:
+    """Everything a gate may read about the current hook call.
+
+    ``scratch`` is where a gate keeps, under its own name, what its commit needs.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        event: str,
+        payload: dict[str, Any],
+        project: Project | None,
+        config: dict[str, Any],
+        conn: sqlite3.Connection | None,
+        session_id: str | None,
+        prompt: Prompt | None = None,
+        prompt_error: Exception | None = None,
+        schema_current: bool = True,
+        now: str = "",
+    ):
+        self.host = host
+        self.event = event
+        self.payload = payload
+        self.project = project
+        self.config = config
+        self.conn = conn
+        self.session_id = session_id
+        self.prompt = prompt
+        self.prompt_error = prompt_error
+        self.schema_current = schema_current
+        self.now = now
+        self.scratch: dict[str, Any] = {}
+
+
+def combine(opinions: list[Opinion]) -> Opinion:
+    """The most severe opinion wins; reasons of equally severe opinions are joined."""
+    effective = [op for op in opinions if op.effect != "abstain"]
+    if not effective:
+        return Opinion()
+    rank = min(SEVERITY.index(op.effect) for op in effective)
+    winners = [op for op in effective if SEVERITY.index(op.effect) == rank]
+    first = winners[0]
+    contexts = [op.context for op in effective if op.context]
+    messages = [op.system_message for op in effective if op.system_message]
+    updated = next((op.updated_input for op in effective if op.updated_input), None)
+    reasons = [op.reason for op in winners if op.reason]
+    return Opinion(
+        effect=first.effect,
+        code=first.code,
+        reason="\n".join(reasons) or None,
+        context="\n\n".join(contexts) or None,
+        updated_input=updated,
+        system_message="\n".join(messages) or None,
+        gate=first.gate,
+    )

@@ -1,0 +1,69 @@
+"""The kernel guard: the gate every host runs before any part's own gates.
+
+It denies an agent's writes under the state root (``.ithaca/``) except the paths a part
+has allowed for a while (``write_allowances``), any direct use of the state database,
+and any invocation of a user-only Ithaca command however it is spelled. The protocol
+``ithaca.state-off-limits`` tells the agent the rule; this module enforces it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ithaca.kernel.authority import user_only_command
+from ithaca.kernel.call import Call
+from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+
+EVENTS = ("PreToolUse",)
+
+
+def decide(call: Call | None, ctx: GateContext) -> Opinion:
+    if call is None or ctx.project is None:
+        return ABSTAIN
+    for argv in call.ithaca_commands:
+        command = user_only_command(argv)
+        if command is not None:
+            spelled = "ithaca " + " ".join(command)
+            return Opinion(
+                "deny",
+                "USER_ONLY_COMMAND",
+                f"Ithaca: `{spelled}` is the user's to run in their own terminal. "
+                "Show the user the exact command and wait; never run it yourself.",
+            )
+    state_root = ctx.project.state_root
+    allowed = _allowances(ctx)
+    for target in call.write_targets:
+        path = _absolute(ctx.project.root, target)
+        if _inside(path, state_root) and not any(_inside(path, a) for a in allowed):
+            return Opinion(
+                "deny",
+                "STATE_WRITE_DENIED",
+                f"Ithaca: {target} is under {state_root.name}/, which only Ithaca writes. "
+                "Change Ithaca state through its tools and commands.",
+            )
+    database = ctx.project.db_path
+    for command in call.commands:
+        for word in command.argv[1:]:
+            if "state.db" in word and _inside(_absolute(Path(call.cwd), word), database.parent):
+                return Opinion(
+                    "deny",
+                    "STATE_DB_DENIED",
+                    "Ithaca: the state database is off limits; use Ithaca's tools.",
+                )
+    return ABSTAIN
+
+
+def _allowances(ctx: GateContext) -> list[Path]:
+    if ctx.conn is None or ctx.project is None:
+        return []
+    rows = ctx.conn.execute("SELECT path FROM write_allowances").fetchall()
+    return [_absolute(ctx.project.root, row[0]) for row in rows]
+
+
+def _absolute(base: Path, target: str) -> Path:
+    return Path(os.path.normpath(os.path.join(base, target)))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents

@@ -1,0 +1,156 @@
+"""The append-only, hash-chained journal.
+
+Every state transition appends one event in the same transaction as the change, so the
+journal explains every state and an edit made behind Ithaca's back breaks the chain:
+``hash = sha256(prev_hash + canonical(event))`` where the event is
+``{seq, at, actor, kind, subject, payload}`` and the genesis ``prev_hash`` is 64 zeros.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import namedtuple
+
+from ithaca.kernel import canon, clock
+from ithaca.kernel.errors import InvalidInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    from typing import Any
+
+GENESIS = "0" * 64
+ACTORS = ("agent", "hook", "user", "system")
+
+
+def append(
+    conn: sqlite3.Connection,
+    *,
+    actor: str,
+    kind: str,
+    subject: str | None,
+    payload: dict[str, Any],
+    at: str | None = None,
+) -> int:
+    """Append one event; the caller holds the write transaction. Returns its ``seq``."""
+    if actor not in ACTORS:
+        raise InvalidInput("INVALID_ACTOR", f"unknown actor {actor!r}", {"actor": actor})
+    row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, prev_hash = (row[0] + 1, row[1]) if row else (1, GENESIS)
+    event = {
+        "seq": seq,
+        "at": at or clock.now(),
+        "actor": actor,
+        "kind": kind,
+        "subject": subject,
+        "payload": payload,
+    }
+    event_hash = chain_hash(prev_hash, event)
+    conn.execute(
+        "INSERT INTO journal (seq, at, actor, kind, subject, payload, prev_hash, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            seq,
+            event["at"],
+            actor,
+            kind,
+            subject,
+            canon.canonical_text(payload),
+            prev_hash,
+            event_hash,
+        ),
+    )
+    return seq
+
+
+def chain_hash(prev_hash: str, event: dict[str, Any]) -> str:
+    return hashlib.sha256(prev_hash.encode("ascii") + canon.canonical(event)).hexdigest()
+
+
+class ChainProblem(namedtuple("ChainProblem", "seq problem")):
+    """A journal row that does not fit the chain; ``problem`` is HASH_MISMATCH,
+    PREV_HASH_MISMATCH, SEQ_GAP or PAYLOAD_UNREADABLE."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "problem": self.problem}
+
+
+def verify(conn: sqlite3.Connection) -> list[ChainProblem]:
+    """Recompute the whole chain; every row that does not fit is reported by ``seq``."""
+    problems: list[ChainProblem] = []
+    expected_prev = GENESIS
+    expected_seq = 1
+    rows = conn.execute(
+        "SELECT seq, at, actor, kind, subject, payload, prev_hash, hash FROM journal ORDER BY seq"
+    )
+    for seq, at, actor, kind, subject, payload, prev_hash, stored_hash in rows:
+        if seq != expected_seq:
+            problems.append(ChainProblem(seq, "SEQ_GAP"))
+        if prev_hash != expected_prev:
+            problems.append(ChainProblem(seq, "PREV_HASH_MISMATCH"))
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            problems.append(ChainProblem(seq, "PAYLOAD_UNREADABLE"))
+        else:
+            event = {
+                "seq": seq,
+                "at": at,
+                "actor": actor,
+                "kind": kind,
+                "subject": subject,
+                "payload": body,
+            }
+            if chain_hash(prev_hash, event) != stored_hash:
+                problems.append(ChainProblem(seq, "HASH_MISMATCH"))
+        expected_prev = stored_hash
+        expected_seq = seq + 1
+    return problems
+
+
+def query(
+    conn: sqlite3.Connection,
+    *,
+    kind: str | None = None,
+    subject: str | None = None,
+    after_seq: int = 0,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Events in order. ``kind`` matches exactly, or as a prefix when it ends in ``.`` or
+    ``*`` (``protocols.*``)."""
+    clauses = ["seq > ?"]
+    params: list[Any] = [after_seq]
+    if kind:
+        if kind.endswith("*") or kind.endswith("."):
+            prefix = kind.rstrip("*")
+            clauses.append("substr(kind, 1, ?) = ?")
+            params += [len(prefix), prefix]
+        else:
+            clauses.append("kind = ?")
+            params.append(kind)
+    if subject:
+        clauses.append("subject = ?")
+        params.append(subject)
+    sql = (
+        "SELECT seq, at, actor, kind, subject, payload, hash FROM journal WHERE "
+        + " AND ".join(clauses)
+        + " ORDER BY seq"
+    )
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [
+        {
+            "seq": seq,
+            "at": at,
+            "actor": actor,
+            "kind": kind_,
+            "subject": subj,
+            "payload": json.loads(payload),
+            "hash": event_hash,
+        }
+        for seq, at, actor, kind_, subj, payload, event_hash in conn.execute(sql, params)
+    ]

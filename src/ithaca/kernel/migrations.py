@@ -1,0 +1,29 @@
+"""The ordered registry of schema migrations for the one state database.
+
+Each part contributes SQL for its own tables; the registry fixes their order so
+``PRAGMA user_version`` names one schema for every process. Later parts append entries;
+an entry, once released, never changes.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from importlib import import_module
+
+
+class Migration(namedtuple("Migration", "version name sql_ref")):
+    """One schema step; ``sql_ref`` is the "module:ATTRIBUTE" holding its SQL script."""
+
+    __slots__ = ()
+
+    def sql(self) -> str:
+        module, _, attribute = self.sql_ref.partition(":")
+        return str(getattr(import_module(module), attribute))
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "kernel.initial", "ithaca.kernel.schema:KERNEL_V1"),
+    Migration(2, "protocols.initial", "ithaca.protocols.schema:PROTOCOLS_V1"),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,173 @@
+"""The one SQLite store: WAL, a busy timeout, ``BEGIN IMMEDIATE`` for every write.
+
+Why these choices: several processes (hooks, the MCP server, the CLI) share one file, so
+WAL lets readers run beside the writer and ``busy_timeout`` makes writers queue instead
+of failing. A deferred transaction that reads and then writes fails at once with
+``SQLITE_BUSY_SNAPSHOT`` whatever the timeout, so every write transaction starts with
+``BEGIN IMMEDIATE``. Connections are per thread because the MCP SDK runs synchronous
+tools on worker threads. Migrations run on open in CLI and MCP processes, after a
+backup of an existing database; hooks never migrate (they report
+``STATE_NEEDS_MIGRATION`` instead).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ithaca.kernel import clock, journal
+from ithaca.kernel.errors import Conflict, Corrupt, Refused
+from ithaca.kernel.migrations import LATEST_VERSION, MIGRATIONS
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class Store:
+    """A handle on ``state.db`` that hands each thread its own connection."""
+
+    def __init__(self, path: Path, *, backups_dir: Path | None = None, migrate: bool = True):
+        self.path = Path(path)
+        self.backups_dir = backups_dir
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        if migrate:
+            self.migrate()
+
+    def connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error."""
+        conn = self.connection()
+        with write_transaction(conn):
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads (a deferred transaction)."""
+        conn = self.connection()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def version(self) -> int:
+        return int(self.connection().execute("PRAGMA user_version").fetchone()[0])
+
+    def migrate(self) -> list[str]:
+        """Bring the schema to the latest version; returns the names applied."""
+        conn = self.connection()
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if current > LATEST_VERSION:
+            raise Refused(
+                "STATE_TOO_NEW",
+                f"state.db has schema {current}; this Ithaca knows up to {LATEST_VERSION}",
+                {"version": current, "latest": LATEST_VERSION},
+            )
+        if current == LATEST_VERSION:
+            return []
+        if current > 0:
+            self.backup(f"pre-migration-v{current}")
+        applied: list[str] = []
+        with write_transaction(conn):
+            current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                for statement in split_statements(migration.sql()):
+                    conn.execute(statement)
+                applied.append(migration.name)
+            if applied:
+                conn.execute(f"PRAGMA user_version = {LATEST_VERSION}")
+                journal.append(
+                    conn,
+                    actor="system",
+                    kind="kernel.migrated",
+                    subject=None,
+                    payload={"from": current, "to": LATEST_VERSION, "applied": applied},
+                )
+        return applied
+
+    def backup(self, label: str) -> Path:
+        """A consistent copy of the database through SQLite's online backup API."""
+        folder = self.backups_dir or self.path.parent / "backups"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = clock.now().replace(":", "").replace("-", "").replace(".", "")
+        target = folder / f"state-{label}-{stamp}.db"
+        with sqlite3.connect(target) as copy:
+            self.connection().backup(copy)
+        copy.close()
+        return target
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection with Ithaca's pragmas; autocommit so transactions are explicit."""
+    try:
+        if readonly:
+            conn = sqlite3.connect(
+                f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
+        else:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as exc:
+        raise Corrupt(
+            "STATE_UNREADABLE", f"cannot open {path}: {exc}", {"path": str(path)}
+        ) from exc
+    return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        raise Conflict(
+            "CONFLICT", f"the store stayed busy: {exc}", {"reason": "store_busy"}
+        ) from exc
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a SQL script into statements (triggers' inner ``;`` respected)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements

@@ -1,0 +1,98 @@
+"""How an Ithaca tool call refuses its input or fails, as the agent sees it over MCP.
+
+The agent must read a stable code and the next step, never prose it has to guess at. Two
+things in the ``mcp`` SDK stand in the way, so this module works around both:
+
+- The SDK validates arguments with pydantic, which drops unknown fields silently and
+  words its refusals in its own prose. Ithaca's tools therefore take the raw arguments
+  and check them here against the very JSON Schema they publish, so the published
+  schema and the check cannot drift apart, and every refusal is ``INVALID_INPUT`` with
+  ``details{pointer, problem}`` (DESIGN, Kernel contracts 9).
+- A raised ``ToolError`` reaches the client as ``Error executing tool <name>: …``, which
+  no longer parses as JSON. An error is therefore returned as an ``isError`` result whose
+  text is exactly the JSON of ``{code, message, details}`` and whose structured content
+  is the same object.
+
+Exceptions that are not ``IthacaError`` are left to the SDK: it logs them with their
+traceback and tells the client only that the tool failed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+
+from ithaca.kernel.errors import IthacaError, invalid_field
+
+# The JSON Schema types Ithaca's tool schemas use, and the Python values that satisfy them.
+_SCHEMA_TYPES: dict[str, type] = {"string": str, "boolean": bool}
+
+
+def check_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Refuse ``arguments`` that the flat object ``schema`` does not allow.
+
+    The schema uses ``properties`` (each with an optional ``type`` and ``enum``),
+    ``required`` and ``additionalProperties: false``; that is all Ithaca publishes.
+    """
+    properties = schema["properties"]
+    for name, value in arguments.items():
+        pointer = "/" + _escape_pointer(name)
+        rule = properties.get(name)
+        if rule is None:
+            raise invalid_field(pointer, "UNKNOWN_FIELD", f"{name!r} is not a field of this tool")
+        expected = rule.get("type")
+        if expected is not None and not isinstance(value, _SCHEMA_TYPES[expected]):
+            raise invalid_field(pointer, "WRONG_TYPE", f"{pointer[1:]} must be a {expected}")
+        allowed = rule.get("enum")
+        if allowed is not None and value not in allowed:
+            raise invalid_field(
+                pointer, "NOT_ALLOWED", f"{pointer[1:]} must be one of {', '.join(allowed)}"
+            )
+    for name in schema.get("required", ()):
+        if name not in arguments:
+            raise invalid_field("/" + _escape_pointer(name), "REQUIRED", f"{name} is required")
+
+
+def check_text(value: Any) -> None:
+    """Refuse strings, keys included, that are not Unicode text (lone surrogates).
+
+    JSON can carry them as escapes, but they cannot be stored or echoed back as UTF-8.
+    """
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        pointer, item = pending.pop()
+        if isinstance(item, str):
+            _require_text(item, pointer)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                child_pointer = f"{pointer}/{_escape_pointer(key)}"
+                _require_text(key, child_pointer)
+                pending.append((child_pointer, child))
+        elif isinstance(item, list):
+            pending.extend((f"{pointer}/{index}", child) for index, child in enumerate(item))
+
+
+def error_result(error: IthacaError) -> CallToolResult:
+    """The tool answer for a coded error: its JSON as text and as structured content."""
+    body = error.to_dict()
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+        structured_content=body,
+        is_error=True,
+    )
+
+
+def _require_text(text: str, pointer: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        printable = pointer.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise invalid_field(
+            printable, "INVALID_TEXT", f"{printable or 'the input'} holds a lone surrogate"
+        ) from None
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")

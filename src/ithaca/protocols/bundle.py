@@ -1,0 +1,74 @@
+"""Bundles: the protocols that apply to one admitted event, in order, with a digest.
+
+Matching runs on a compiled index (see ``matcher.BundleIndex``) that is rebuilt only when
+the store's ``revision`` moves, so a long-lived process pays one ``SELECT`` per lookup.
+Compiling re-verifies every row; any corrupt row or broken protocol file fails every
+lookup instead of silently dropping or widening a rule.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import namedtuple
+
+from ithaca.kernel import states
+from ithaca.protocols import matcher, reconcile, records
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class Compiled(namedtuple("Compiled", "revision index")):
+    """The matcher index of the enabled protocols at one store revision."""
+
+    __slots__ = ()
+
+
+_compiled: dict[tuple[str, frozenset[str]], Compiled] = {}
+
+
+def revision(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT revision FROM protocol_state").fetchone()[0])
+
+
+def compile_store(conn: sqlite3.Connection, workflows: frozenset[str]) -> Compiled:
+    """The verified index of the enabled protocols, cached per database and revision."""
+    error = reconcile.file_error(conn)
+    if error is not None:
+        raise error
+    key = (_database_name(conn), workflows)
+    current = revision(conn)
+    cached = _compiled.get(key)
+    if cached is not None and cached.revision == current:
+        return cached
+    seeds = records.seed_records(conn)
+    shaped = []
+    for record in records.read_all(conn):
+        records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
+        if record["enabled"]:
+            shaped.append(records.bundle_shape(record, seeds))
+    compiled = Compiled(current, matcher.BundleIndex(shaped))
+    _compiled[key] = compiled
+    return compiled
+
+
+def compute(
+    conn: sqlite3.Connection, event: dict[str, Any], workflows: frozenset[str]
+) -> dict[str, Any]:
+    """The bundle of an event (without ``loadedAt``); writes nothing."""
+    compiled = compile_store(conn, workflows)
+    values = matcher.selector_values(event)
+    protocols, digest = compiled.index.match(values)
+    return {
+        "eventId": event["id"],
+        "protocols": protocols,
+        "revision": compiled.revision,
+        "digest": digest,
+        "selectorValues": values,
+    }
+
+
+def _database_name(conn: sqlite3.Connection) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2])

@@ -1,0 +1,397 @@
+"""The protocols part inside host hooks: admission and pre-execution enforcement.
+
+UserPromptSubmit is the secure gateway: the user's prompt becomes a trusted event and
+the agent is told its id. PreToolUse enforces the event's bundle before each call:
+in strict mode a mutating call waits until the bundle is loaded, and every fired typed
+constraint votes deny, ask or approval. ``decide`` only reads; ``commit`` runs in the
+dispatcher's write transaction and records the admission or the decision, refreshes the
+bundle cache, and stores or consumes approvals, knowing the final answer of all gates.
+
+Hooks never reconcile: when seeds or protocol files changed since the store last saw
+them, a mutating call is told its bundle is stale, and ``load_protocols`` (which
+reconciles) brings it up to date.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from ithaca.kernel import journal, states
+from ithaca.kernel.call import Call
+from ithaca.kernel.errors import Conflict, IthacaError
+from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+from ithaca.protocols import approvals, bundle, constraints, events, reconcile, records
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+EVENTS = ("UserPromptSubmit", "PreToolUse")
+NAME = "protocols"
+HOSTS_THAT_ASK = frozenset({"claude"})
+_SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def decide(call: Call | None, ctx: GateContext) -> Opinion:
+    if ctx.project is None:
+        return ABSTAIN
+    if ctx.event == "UserPromptSubmit":
+        return _decide_admission(ctx)
+    if ctx.event == "PreToolUse" and call is not None:
+        return _decide_enforcement(call, ctx)
+    return ABSTAIN
+
+
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
+    scratch = ctx.scratch.get(NAME)
+    if scratch is None or ctx.conn is None:
+        return
+    if ctx.event == "UserPromptSubmit":
+        if final.effect not in ("block", "deny"):
+            events.admit(ctx.conn, scratch, actor="hook")
+        return
+    _commit_decision(ctx.conn, scratch, final, ctx)
+
+
+def admission_context(event_id: str, workflow: str, strict: bool) -> str:
+    """The exact text the agent receives with an admitted prompt (reference §3.1)."""
+    text = (
+        f"Ithaca admitted this prompt as event {event_id} (workflow: {workflow}). "
+        f'Before any other tool call, call load_protocols with {{"eventId": "{event_id}"}} '
+        "and follow every rule in the returned bundle."
+    )
+    if strict:
+        text += " Until then Ithaca blocks mutating tool calls."
+    return text
+
+
+def load_reason(event_id: str) -> str:
+    return (
+        f'Ithaca: call load_protocols with {{"eventId": "{event_id}"}} first; mutating tools'
+        " are blocked until this prompt's protocols are loaded."
+    )
+
+
+# --- admission --------------------------------------------------------------------
+
+
+def _decide_admission(ctx: GateContext) -> Opinion:
+    try:
+        if ctx.conn is None:
+            raise IthacaError("STATE_UNREADABLE", "state.db is missing; run `ithaca init`")
+        if not ctx.schema_current:
+            raise IthacaError(
+                "STATE_NEEDS_MIGRATION",
+                "the state database is older than this Ithaca; run `ithaca doctor --repair`",
+            )
+        if ctx.prompt_error is not None:
+            raise ctx.prompt_error
+        if not ctx.session_id:
+            raise IthacaError("INVALID_EVENT", "the host sent no session_id")
+        assert ctx.prompt is not None
+        prompt_text = ctx.payload.get("prompt")
+        admission = events.prepare(
+            conn=ctx.conn,
+            config=ctx.config,
+            connector=events.HOST_CONNECTORS.get(ctx.host, "unknown"),
+            session_id=ctx.session_id,
+            turn_id=_turn_id(ctx.payload),
+            prompt_text=prompt_text if isinstance(prompt_text, str) else "",
+            prompt=ctx.prompt,
+        )
+    except IthacaError as exc:
+        return Opinion(
+            "block", exc.code, f"Ithaca could not admit this prompt ({exc.code}): {exc.message}"
+        )
+    ctx.scratch[NAME] = admission
+    event = admission.event
+    return Opinion(
+        "allow",
+        context=admission_context(
+            event["id"], event["context"]["workflow"], ctx.config["protocols"]["strict"]
+        ),
+    )
+
+
+def _turn_id(payload: dict[str, Any]) -> str | None:
+    for key in ("turn_id", "prompt_id"):
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+# --- enforcement ------------------------------------------------------------------
+
+
+def _decide_enforcement(call: Call, ctx: GateContext) -> Opinion:
+    started = time.perf_counter_ns()
+    scratch: dict[str, Any] = {
+        "tool": call.tool,
+        "toolClass": call.tool_class,
+        "mutating": call.mutating,
+        "actionDigest": call.action_digest,
+        "eventId": None,
+        "revision": None,
+        "matched": [],
+        "fired": [],
+        "approvalId": None,
+        "approvalAction": None,
+        "request": None,
+        "cache": None,
+    }
+    ctx.scratch[NAME] = scratch
+    try:
+        opinion = _enforce(call, ctx, scratch)
+    except (IthacaError, sqlite3.Error, KeyError, ValueError, TypeError) as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        if call.mutating:
+            opinion = Opinion(
+                "deny",
+                "ENFORCEMENT_ERROR",
+                f"Ithaca could not evaluate this call ({code}); mutating calls are blocked.",
+            )
+        else:
+            opinion = Opinion("allow", "ENFORCEMENT_ERROR")
+    scratch["effect"] = opinion.effect
+    scratch["code"] = opinion.code
+    scratch["reason"] = opinion.reason
+    scratch["latencyUs"] = (time.perf_counter_ns() - started) // 1000
+    return opinion
+
+
+def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
+    if call.tool_class == "ithaca":
+        return Opinion("allow")
+    conn = ctx.conn
+    if conn is None:
+        raise IthacaError("STATE_UNREADABLE", "state.db is missing; run `ithaca init`")
+    settings = ctx.config["protocols"]
+    strict = settings["strict"]
+    session = conn.execute(
+        "SELECT current_event_id, bundle_revision, bundle_digest, bundle_ids_json, loaded_digest"
+        " FROM protocol_sessions WHERE host_session_id = ?",
+        (ctx.session_id,),
+    ).fetchone()
+    if session is None or session[0] is None:
+        if strict and call.mutating:
+            return Opinion(
+                "deny",
+                "NO_CURRENT_EVENT",
+                "Ithaca: no admitted prompt for this session, so no protocols apply yet; "
+                "mutating tools are blocked until the user's next prompt is admitted.",
+            )
+        return Opinion("allow")
+    event_id, cached_revision, cached_digest, cached_ids, loaded_digest = session
+    scratch["eventId"] = event_id
+    try:
+        protocols, digest = _bundle(
+            conn, ctx, event_id, cached_revision, cached_digest, cached_ids, scratch
+        )
+    except IthacaError as exc:
+        if call.mutating:
+            return Opinion(
+                "deny",
+                "BUNDLE_UNAVAILABLE",
+                f"Ithaca: the protocols for event {event_id} cannot be computed ({exc.code}: "
+                f"{exc.message}); mutating calls are blocked.",
+            )
+        return Opinion("allow")
+    scratch["matched"] = [p["id"] for p in protocols]
+    strict_opinion = None
+    if strict and call.mutating:
+        if loaded_digest is None:
+            strict_opinion = Opinion("deny", "BUNDLE_NOT_LOADED", load_reason(event_id))
+        elif loaded_digest != digest:
+            strict_opinion = Opinion(
+                "deny",
+                "BUNDLE_STALE",
+                load_reason(event_id).replace("first;", "again: the protocols changed;"),
+            )
+    return _apply_constraints(call, ctx, scratch, protocols, strict_opinion)
+
+
+def _bundle(
+    conn: sqlite3.Connection,
+    ctx: GateContext,
+    event_id: str,
+    cached_revision: int | None,
+    cached_digest: str | None,
+    cached_ids: str | None,
+    scratch: dict[str, Any],
+) -> tuple[list[dict[str, Any]], str]:
+    assert ctx.project is not None
+    if not reconcile.seeds_in_sync(conn) or reconcile.files_changed(
+        conn, ctx.project.protocols_dir
+    ):
+        raise IthacaError("BUNDLE_STALE", "protocol sources changed since they were last loaded")
+    error = reconcile.file_error(conn)
+    if error is not None:
+        raise error
+    current = bundle.revision(conn)
+    scratch["revision"] = current
+    if cached_revision == current and cached_digest and cached_ids:
+        return _cached_protocols(conn, json.loads(cached_ids), ctx), cached_digest
+    event = events.fetch(conn, event_id)
+    computed = bundle.compute(conn, event, events.known_workflows(ctx.config))
+    scratch["cache"] = (current, computed["digest"], [p["id"] for p in computed["protocols"]])
+    return computed["protocols"], computed["digest"]
+
+
+def _cached_protocols(
+    conn: sqlite3.Connection, protocol_ids: list[str], ctx: GateContext
+) -> list[dict[str, Any]]:
+    seeds = records.seed_records(conn)
+    workflows = events.known_workflows(ctx.config)
+    shaped = []
+    for protocol_id in protocol_ids:
+        record = records.read_one(conn, protocol_id)
+        if record is None:
+            raise records.corrupt(protocol_id, "MISSING_ROW")
+        records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
+        shaped.append(records.bundle_shape(record, seeds))
+    return shaped
+
+
+def _apply_constraints(
+    call: Call,
+    ctx: GateContext,
+    scratch: dict[str, Any],
+    protocols: list[dict[str, Any]],
+    strict_opinion: Opinion | None,
+) -> Opinion:
+    conn = ctx.conn
+    assert conn is not None
+    items = [
+        (protocol["id"], index, constraint)
+        for protocol in protocols
+        for index, constraint in enumerate(protocol["constraints"])
+    ]
+    fired = constraints.evaluate(
+        items,
+        call,
+        state=lambda name: states.evaluate(name, conn, ctx.session_id),
+        approved=False,
+    )
+    approval_id = (
+        approvals.granted(conn, ctx.session_id or "", call.action_digest, ctx.now)
+        if any(f.effect in ("ask", "approval") for f in fired)
+        else None
+    )
+    effect = "allow"
+    reasons = [strict_opinion.reason] if strict_opinion and strict_opinion.reason else []
+    code = strict_opinion.code if strict_opinion else None
+    if strict_opinion:
+        effect = "deny"
+    needs_request: list[str] = []
+    logged = []
+    for item in fired:
+        result = item.effect
+        vote = item.effect
+        if item.effect in ("ask", "approval") and approval_id:
+            result, vote = "approved", "allow"
+        elif item.effect == "approval" or (item.effect == "ask" and ctx.host not in HOSTS_THAT_ASK):
+            result, vote = "approval_required", "deny"
+            needs_request.append(item.protocol_id)
+        logged.append(
+            {
+                "protocolId": item.protocol_id,
+                "index": item.index,
+                "kind": item.kind,
+                "result": result,
+            }
+        )
+        if vote != "allow":
+            reasons.append(f"[{item.protocol_id}] {item.reason}")
+        if _SEVERITY[vote] > _SEVERITY[effect]:
+            effect = vote
+            code = "APPROVAL_REQUIRED" if result == "approval_required" else item.reason_code
+    scratch["fired"] = logged
+    if needs_request:
+        request_id = (
+            approvals.pending(conn, ctx.session_id or "", call.action_digest, ctx.now)
+            or approvals.new_id()
+        )
+        scratch["request"] = (request_id, sorted(set(needs_request)))
+        scratch["approvalId"] = request_id
+        scratch["approvalAction"] = "requested"
+        reasons.append(
+            f"This action needs the user's approval (protocol {', '.join(sorted(set(needs_request)))})."
+            f' Ask the user to run "ithaca protocols approve {request_id}" in a terminal,'
+            " then retry the identical call."
+        )
+    elif approval_id and effect == "allow":
+        scratch["approvalId"] = approval_id
+        scratch["approvalAction"] = "consumed"
+    if effect == "allow":
+        return Opinion("allow")
+    return Opinion(effect, code, "\n".join(reasons))
+
+
+def _commit_decision(
+    conn: sqlite3.Connection, scratch: dict[str, Any], final: Opinion, ctx: GateContext
+) -> None:
+    assert ctx.project is not None
+    settings = ctx.config["protocols"]
+    if scratch["cache"] is not None:
+        revision, digest, protocol_ids = scratch["cache"]
+        conn.execute(
+            "UPDATE protocol_sessions SET bundle_revision = ?, bundle_digest = ?,"
+            " bundle_ids_json = ? WHERE host_session_id = ? AND current_event_id = ?",
+            (revision, digest, json.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
+        )
+    approval_action = scratch["approvalAction"]
+    if scratch["request"] is not None:
+        request_id, protocol_ids = scratch["request"]
+        call_input = ctx.payload.get("tool_input")
+        scratch["approvalId"] = approvals.request(
+            conn,
+            approval_id=request_id,
+            session_id=ctx.session_id or "",
+            event_id=scratch["eventId"],
+            action_digest=scratch["actionDigest"],
+            action={
+                "tool": ctx.payload.get("tool_name"),
+                "input": call_input,
+                "cwd": ctx.payload.get("cwd"),
+            },
+            protocol_ids=protocol_ids,
+            now=ctx.now,
+            ttl_seconds=settings["approval_ttl_seconds"],
+        )
+    elif approval_action == "consumed":
+        if final.effect in ("allow", "abstain"):
+            if not approvals.consume(conn, scratch["approvalId"], ctx.now):
+                raise Conflict(
+                    "APPROVAL_USED",
+                    "the approval for this action was used by another call",
+                    {"approvalId": scratch["approvalId"]},
+                )
+        else:
+            approval_action = None
+    journal.append(
+        conn,
+        actor="hook",
+        kind="protocols.decision",
+        subject=scratch["eventId"] or ctx.session_id,
+        payload={
+            "eventId": scratch["eventId"],
+            "hostSessionId": ctx.session_id,
+            "tool": scratch["tool"],
+            "toolClass": scratch["toolClass"],
+            "mutating": scratch["mutating"],
+            "actionDigest": scratch["actionDigest"],
+            "revision": scratch["revision"],
+            "matchedProtocolIds": scratch["matched"],
+            "constraints": scratch["fired"],
+            "effect": scratch["effect"],
+            "reasonCode": scratch["code"],
+            "reason": scratch["reason"],
+            "approvalId": scratch["approvalId"],
+            "approvalAction": approval_action,
+            "latencyUs": scratch["latencyUs"],
+            "final": {"effect": final.effect, "code": final.code, "gate": final.gate},
+        },
+    )

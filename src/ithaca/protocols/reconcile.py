@@ -1,0 +1,261 @@
+"""Keeping the store in step with the shipped base set and the team's protocol files.
+
+Seeds: a one-``SELECT`` fast path compares the stored seed-set digest with the code's;
+only on a difference does one ``BEGIN IMMEDIATE`` transaction re-check and apply the
+change, so reopening a project causes no churn and concurrent openers produce one
+``protocols.seeds_reconciled`` event. An override of a base id survives reconciliation;
+an override of a retired seed becomes a plain user record.
+
+Files: ``.ithaca/protocols/<id>.json`` are tracked team rules. They are re-read whenever
+the folder listing (name, size, mtime) changes. A broken or conflicting file leaves the
+previous rows alone and is remembered, so every lookup fails until the file is fixed:
+a broken team rule is corrupt authority and is never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from ithaca.kernel import canon, journal, states
+from ithaca.kernel.errors import Conflict, Corrupt, IthacaError
+from ithaca.protocols import records, seeds, validate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def stored_state(conn: sqlite3.Connection) -> tuple[int, str | None, dict[str, Any]]:
+    """``(revision, seed_set_digest, files state)`` from the one-row state table."""
+    revision, seed_digest, files_listing = conn.execute(
+        "SELECT revision, seed_set_digest, files_listing FROM protocol_state"
+    ).fetchone()
+    return revision, seed_digest, json.loads(files_listing) if files_listing else {}
+
+
+def seeds_in_sync(conn: sqlite3.Connection) -> bool:
+    row = conn.execute("SELECT seed_set_digest FROM protocol_state").fetchone()
+    return bool(row) and row[0] == seeds.seed_set_digest()
+
+
+def reconcile_seeds(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """Apply the shipped base set; the caller holds the write transaction.
+
+    Returns the journal payload, or ``None`` when the store was already in sync.
+    """
+    if seeds_in_sync(conn):
+        return None
+    shipped = {record["id"]: record for record in seeds.BASE_PROTOCOLS}
+    stored = {
+        pid: content_hash
+        for pid, content_hash in conn.execute("SELECT id, content_hash FROM protocol_seeds")
+    }
+    report: dict[str, Any] = {
+        "seedSetDigest": seeds.seed_set_digest(),
+        "added": [],
+        "updated": [],
+        "removed": [],
+        "orphanedOverrides": [],
+        "drifted": [],
+    }
+    for pid, seed in sorted(shipped.items()):
+        seed_hash = seeds.seed_hash(seed)
+        if stored.get(pid) != seed_hash:
+            conn.execute(
+                "INSERT OR REPLACE INTO protocol_seeds (id, record_json, content_hash, updated_at)"
+                " VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+                (pid, canon.canonical_text(seed), seed_hash),
+            )
+        row = conn.execute(
+            "SELECT scope, overrides_base, base_hash, content_hash FROM protocols WHERE id = ?",
+            (pid,),
+        ).fetchone()
+        if row is None:
+            records.write_row(conn, seed, scope="base", source="seed")
+            report["added"].append(pid)
+        elif row[0] == "base":
+            if row[3] != seed_hash:
+                records.write_row(conn, seed, scope="base", source="seed")
+                report["updated"].append(pid)
+        elif row[1] and row[2] != seed_hash:
+            report["drifted"].append(pid)
+    for pid in sorted(set(stored) - set(shipped)):
+        conn.execute("DELETE FROM protocol_seeds WHERE id = ?", (pid,))
+    for pid, scope, overrides in conn.execute(
+        "SELECT id, scope, overrides_base FROM protocols WHERE scope = 'base' OR overrides_base = 1"
+    ).fetchall():
+        if pid in shipped:
+            continue
+        if scope == "base":
+            conn.execute("DELETE FROM protocols WHERE id = ?", (pid,))
+            report["removed"].append(pid)
+        elif overrides:
+            conn.execute(
+                "UPDATE protocols SET overrides_base = 0, base_hash = NULL WHERE id = ?", (pid,)
+            )
+            report["orphanedOverrides"].append(pid)
+    conn.execute("UPDATE protocol_state SET seed_set_digest = ?", (report["seedSetDigest"],))
+    journal.append(
+        conn, actor="system", kind="protocols.seeds_reconciled", subject=None, payload=report
+    )
+    return report
+
+
+def files_listing(folder: Path) -> list[list[Any]]:
+    """``[name, size, mtime_ns]`` of each protocol file, sorted; empty without a folder."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    listing = []
+    for entry in entries:
+        if entry.name.endswith(".json") and not entry.is_symlink() and entry.is_file():
+            info = entry.stat()
+            listing.append([entry.name, info.st_size, info.st_mtime_ns])
+    listing.sort()
+    return listing
+
+
+def files_changed(conn: sqlite3.Connection, folder: Path) -> bool:
+    _, _, state = stored_state(conn)
+    return state.get("listing") != files_listing(folder)
+
+
+def file_error(conn: sqlite3.Connection) -> IthacaError | None:
+    """The remembered error of a broken protocol file, if any."""
+    _, _, state = stored_state(conn)
+    error = state.get("error")
+    if not error:
+        return None
+    cls = Conflict if error["code"] == "PROTOCOL_FILE_CONFLICT" else Corrupt
+    return cls(error["code"], error["message"], error["details"])
+
+
+def reconcile_files(
+    conn: sqlite3.Connection, folder: Path, project_root: Path, workflows: frozenset[str]
+) -> dict[str, Any] | None:
+    """Apply the protocol files; the caller holds the write transaction.
+
+    Returns the journal payload when rows changed, ``None`` otherwise. A broken file is
+    remembered (not raised): lookups raise it through ``file_error``.
+    """
+    listing = files_listing(folder)
+    _, _, state = stored_state(conn)
+    if state.get("listing") == listing:
+        return None
+    try:
+        wanted, files_digest = _read_files(conn, folder, project_root, workflows)
+    except IthacaError as exc:
+        _remember(conn, listing, state.get("filesDigest"), exc.to_dict())
+        return None
+    report: dict[str, Any] = {
+        "filesDigest": files_digest,
+        "added": [],
+        "updated": [],
+        "removed": [],
+    }
+    current = {
+        pid: content_hash
+        for pid, content_hash in conn.execute(
+            "SELECT id, content_hash FROM protocols WHERE source = 'file'"
+        )
+    }
+    seed_rows = records.seed_records(conn)
+    for pid, (record, rel_path) in sorted(wanted.items()):
+        scope = "user"
+        base_hash = seeds.seed_hash(seed_rows[pid]) if pid in seed_rows else None
+        new_hash = validate.record_hash(dict(record, scope=scope))
+        if current.get(pid) == new_hash:
+            continue
+        records.write_row(
+            conn,
+            record,
+            scope=scope,
+            source="file",
+            overrides_base=base_hash is not None,
+            base_hash=base_hash,
+            file_path=rel_path,
+        )
+        report["added" if pid not in current else "updated"].append(pid)
+    for pid in sorted(set(current) - set(wanted)):
+        conn.execute("DELETE FROM protocols WHERE id = ?", (pid,))
+        if pid in seed_rows:
+            records.write_row(conn, seed_rows[pid], scope="base", source="seed")
+        report["removed"].append(pid)
+    _remember(conn, listing, files_digest, None)
+    if report["added"] or report["updated"] or report["removed"]:
+        journal.append(
+            conn, actor="system", kind="protocols.files_reconciled", subject=None, payload=report
+        )
+        return report
+    return None
+
+
+def _remember(
+    conn: sqlite3.Connection,
+    listing: list[list[Any]],
+    files_digest: str | None,
+    error: dict[str, Any] | None,
+) -> None:
+    state = {"listing": listing, "filesDigest": files_digest, "error": error}
+    conn.execute(
+        "UPDATE protocol_state SET files_digest = ?, files_listing = ?",
+        (files_digest, json.dumps(state, sort_keys=True)),
+    )
+
+
+def _read_files(
+    conn: sqlite3.Connection, folder: Path, project_root: Path, workflows: frozenset[str]
+) -> tuple[dict[str, tuple[dict[str, Any], str]], str]:
+    wanted: dict[str, tuple[dict[str, Any], str]] = {}
+    digests = []
+    seed_rows = records.seed_records(conn)
+    sqlite_ids = {
+        pid for (pid,) in conn.execute("SELECT id FROM protocols WHERE source = 'sqlite'")
+    }
+    for name, _, _ in files_listing(folder):
+        path = folder / name
+        rel_path = path.relative_to(project_root).as_posix()
+        data = path.read_bytes()
+        digests.append({"path": rel_path, "sha256": canon.digest_bytes(data)})
+        try:
+            raw = json.loads(data)
+            record = validate.validate_record(
+                raw,
+                workflows=workflows,
+                known_states=states.KNOWN_STATES,
+                allow_reserved=isinstance(raw, dict) and raw.get("id") in seed_rows,
+            )
+            if record["id"] != name[: -len(".json")]:
+                raise Corrupt(
+                    "PROTOCOL_FILE_INVALID",
+                    f"{rel_path}: the file name must be the protocol id ({record['id']}.json)",
+                    {"path": rel_path},
+                )
+            if record["id"] in seed_rows:
+                validate.check_override(seed_rows[record["id"]], record)
+        except ValueError as exc:
+            raise _invalid_file(rel_path, "INVALID_JSON", str(exc)) from exc
+        except IthacaError as exc:
+            if exc.code == "PROTOCOL_FILE_INVALID":
+                raise
+            raise _invalid_file(rel_path, exc.code, exc.message) from exc
+        if record["id"] in sqlite_ids:
+            raise Conflict(
+                "PROTOCOL_FILE_CONFLICT",
+                f"{rel_path}: protocol {record['id']} already exists as a stored record",
+                {"path": rel_path, "protocolId": record["id"]},
+            )
+        wanted[record["id"]] = (record, rel_path)
+    return wanted, canon.digest(digests)
+
+
+def _invalid_file(rel_path: str, problem: str, message: str) -> Corrupt:
+    return Corrupt(
+        "PROTOCOL_FILE_INVALID",
+        f"{rel_path}: {message}",
+        {"path": rel_path, "problem": problem},
+    )

@@ -1,0 +1,228 @@
+"""Protocol rows as records: reading, verifying and shaping them for bundles.
+
+Every row is re-validated and its ``content_hash`` re-computed when it is read for a
+lookup. A row that fails either is corrupt authority and fails the lookup with
+``STORE_CORRUPT``; it never degrades to an empty selector, which would make it a
+global rule.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from ithaca.kernel import clock
+from ithaca.kernel.errors import Corrupt, IthacaError
+from ithaca.protocols import validate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+INPUT_FIELDS = (
+    "id",
+    "name",
+    "description",
+    "enabled",
+    "priority",
+    "selector",
+    "rules",
+    "constraints",
+    "tags",
+)
+COLUMNS = (
+    "id, name, description, scope, enabled, priority, selector_json, rules_json,"
+    " constraints_json, source, tags_json, overrides_base, base_hash, file_path,"
+    " content_hash, created_at, updated_at"
+)
+
+
+def row_to_record(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A stored row as a record dict (no verification)."""
+    (
+        pid,
+        name,
+        description,
+        scope,
+        enabled,
+        priority,
+        selector_json,
+        rules_json,
+        constraints_json,
+        source,
+        tags_json,
+        overrides_base,
+        base_hash,
+        file_path,
+        content_hash,
+        created_at,
+        updated_at,
+    ) = row
+    return {
+        "id": pid,
+        "name": name,
+        "description": description,
+        "scope": scope,
+        "enabled": bool(enabled),
+        "priority": priority,
+        "selector": json.loads(selector_json),
+        "rules": json.loads(rules_json),
+        "constraints": json.loads(constraints_json),
+        "tags": json.loads(tags_json),
+        "source": source,
+        "overridesBase": bool(overrides_base),
+        "baseHash": base_hash,
+        "filePath": file_path,
+        "contentHash": content_hash,
+        "createdAt": created_at,
+        "updatedAt": updated_at,
+    }
+
+
+def hashed_view(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: record[key] for key in validate.HASHED_FIELDS}
+
+
+def verify(record: dict[str, Any], *, workflows: frozenset[str], states: frozenset[str]) -> None:
+    """Raise ``STORE_CORRUPT`` unless the record is well formed and its hash matches."""
+    pid = record.get("id")
+    try:
+        raw = {key: record[key] for key in INPUT_FIELDS}
+        validate.validate_record(raw, workflows=workflows, known_states=states, allow_reserved=True)
+    except (IthacaError, KeyError) as exc:
+        problem = exc.code if isinstance(exc, IthacaError) else "MISSING_FIELD"
+        raise corrupt(pid, problem) from exc
+    if validate.record_hash(hashed_view(record)) != record.get("contentHash"):
+        raise corrupt(pid, "HASH_MISMATCH")
+
+
+def corrupt(protocol_id: Any, problem: str) -> Corrupt:
+    return Corrupt(
+        "STORE_CORRUPT",
+        f"protocol {protocol_id} is corrupt ({problem}); run `ithaca doctor`",
+        {"protocolId": protocol_id, "problem": problem},
+    )
+
+
+def read_all(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every protocol row, in bundle order (priority DESC, id ASC), unverified."""
+    try:
+        rows = conn.execute(
+            f"SELECT {COLUMNS} FROM protocols ORDER BY priority DESC, id ASC"
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise Corrupt("STORE_CORRUPT", f"protocols table unreadable: {exc}", {}) from exc
+    records = []
+    for row in rows:
+        try:
+            records.append(row_to_record(row))
+        except (ValueError, TypeError) as exc:
+            raise corrupt(row[0], "INVALID_JSON") from exc
+    return records
+
+
+def read_one(conn: sqlite3.Connection, protocol_id: str) -> dict[str, Any] | None:
+    row = conn.execute(f"SELECT {COLUMNS} FROM protocols WHERE id = ?", (protocol_id,)).fetchone()
+    return row_to_record(row) if row else None
+
+
+def seed_records(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """The base set as last reconciled, by id."""
+    return {
+        pid: json.loads(record_json)
+        for pid, record_json in conn.execute("SELECT id, record_json FROM protocol_seeds")
+    }
+
+
+def effective_constraints(
+    record: dict[str, Any], seeds: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """An override keeps the seed's constraints first, then adds its own."""
+    if record.get("overridesBase") and record["id"] in seeds:
+        return list(seeds[record["id"]]["constraints"]) + list(record["constraints"])
+    return list(record["constraints"])
+
+
+def bundle_shape(record: dict[str, Any], seeds: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The protocol object of a bundle (reference §8)."""
+    return {
+        "id": record["id"],
+        "name": record["name"],
+        "description": record["description"],
+        "scope": record["scope"],
+        "enabled": record["enabled"],
+        "priority": record["priority"],
+        "selector": record["selector"],
+        "rules": record["rules"],
+        "constraints": effective_constraints(record, seeds),
+        "source": record["source"],
+        "tags": record["tags"],
+    }
+
+
+def public_shape(record: dict[str, Any], seeds: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A record as ``get`` and ``list`` return it."""
+    shaped = bundle_shape(record, seeds)
+    shaped["constraints"] = record["constraints"]
+    shaped.update(
+        {
+            "overridesBase": record["overridesBase"],
+            "baseHash": record["baseHash"],
+            "filePath": record["filePath"],
+            "contentHash": record["contentHash"],
+            "effectiveConstraints": effective_constraints(record, seeds),
+            "createdAt": record["createdAt"],
+            "updatedAt": record["updatedAt"],
+        }
+    )
+    return shaped
+
+
+def write_row(
+    conn: sqlite3.Connection,
+    record: dict[str, Any],
+    *,
+    scope: str,
+    source: str,
+    overrides_base: bool = False,
+    base_hash: str | None = None,
+    file_path: str | None = None,
+) -> dict[str, Any]:
+    """Insert or replace one row from a validated record; returns the stored record."""
+    now = clock.now()
+    full = dict(record, scope=scope)
+    content_hash = validate.record_hash(hashed_view(full))
+    existing = conn.execute(
+        "SELECT created_at FROM protocols WHERE id = ?", (full["id"],)
+    ).fetchone()
+    created_at = existing[0] if existing else now
+    conn.execute(
+        f"INSERT OR REPLACE INTO protocols ({COLUMNS}) VALUES"
+        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            full["id"],
+            full["name"],
+            full["description"],
+            scope,
+            int(full["enabled"]),
+            full["priority"],
+            _json(full["selector"]),
+            _json(full["rules"]),
+            _json(full["constraints"]),
+            source,
+            _json(full["tags"]),
+            int(overrides_base),
+            base_hash,
+            file_path,
+            content_hash,
+            created_at,
+            now,
+        ),
+    )
+    stored = read_one(conn, full["id"])
+    assert stored is not None
+    return stored
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

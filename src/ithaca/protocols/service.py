@@ -1,0 +1,462 @@
+"""The protocols service: the one path the CLI, the MCP server and the Python API take.
+
+Every write runs in one ``BEGIN IMMEDIATE`` transaction with its journal event. User
+operations take an ``actor``; the interfaces decide who is asking (the CLI checks the
+terminal before it calls a user-only operation, the MCP server exposes none of them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ithaca.kernel import clock, journal, states
+from ithaca.kernel.errors import Conflict, InvalidInput, NotFound, Refused
+from ithaca.kernel.markers import Prompt
+from ithaca.kernel.project import Project
+from ithaca.kernel.store import Store
+from ithaca.protocols import approvals, bundle, events, reconcile, records, seeds, validate
+
+SELECTOR_ARGUMENTS = frozenset(
+    {
+        "connector",
+        "actor",
+        "actorId",
+        "userId",
+        "conversation",
+        "conversationId",
+        "client",
+        "clientId",
+        "project",
+        "projectId",
+        "workflow",
+        "task",
+        "messageKind",
+        "kind",
+    }
+)
+LOAD_FIELDS = frozenset({"eventId", "session"})
+ADMIT_CONNECTORS = ("cli", "test", "web-api", "scheduled-job")
+
+
+class ProtocolsService:
+    def __init__(self, project: Project, store: Store, config: dict[str, Any]):
+        self.project = project
+        self.store = store
+        self.config = config
+        self.workflows = events.known_workflows(config)
+
+    # --- reconciliation -------------------------------------------------------
+
+    def reconcile(self) -> dict[str, Any]:
+        """Bring seeds and protocol files into the store; cheap when nothing changed."""
+        conn = self.store.connection()
+        report: dict[str, Any] = {"seeds": None, "files": None}
+        if not reconcile.seeds_in_sync(conn):
+            with self.store.write() as tx:
+                report["seeds"] = reconcile.reconcile_seeds(tx)
+        if reconcile.files_changed(conn, self.project.protocols_dir):
+            with self.store.write() as tx:
+                report["files"] = reconcile.reconcile_files(
+                    tx, self.project.protocols_dir, self.project.root, self.workflows
+                )
+        return report
+
+    # --- events and bundles ---------------------------------------------------
+
+    def admit_event(
+        self,
+        *,
+        connector: str = "test",
+        kind: str = "chat.message",
+        workflow: str | None = None,
+        task: str | None = None,
+        project_id: str | None = None,
+        client_id: str | None = None,
+        host_session_id: str | None = None,
+        prompt_text: str | None = None,
+        event_id: str | None = None,
+        actor: str = "system",
+    ) -> dict[str, Any]:
+        """Admit an event outside a host hook (scheduled jobs, bridges, the CLI)."""
+        if connector not in ADMIT_CONNECTORS:
+            raise InvalidInput(
+                "INVALID_EVENT",
+                f"connector must be one of {', '.join(ADMIT_CONNECTORS)}; host connectors are"
+                " admitted only by hooks",
+                {"connector": connector},
+            )
+        if kind not in validate.MESSAGE_KINDS:
+            raise InvalidInput("INVALID_EVENT", f"unknown kind {kind!r}", {"kind": kind})
+        if workflow is not None and workflow not in self.workflows:
+            raise InvalidInput(
+                "UNKNOWN_WORKFLOW", f"unknown workflow {workflow!r}", {"workflow": workflow}
+            )
+        admitted_by = "user" if actor == "user" else "system"
+        with self.store.write() as conn:
+            admission = events.prepare(
+                conn=conn,
+                config=self.config,
+                connector=connector,
+                session_id=host_session_id,
+                turn_id=None,
+                prompt_text=prompt_text,
+                prompt=Prompt(),
+                kind=kind,
+                admitted_by=admitted_by,
+                actor_kind="test" if connector == "test" else "user",
+                event_id=event_id,
+                explicit={
+                    "workflow": workflow,
+                    "task": task,
+                    "projectId": project_id,
+                    "clientId": client_id,
+                },
+            )
+            return events.admit(conn, admission, actor=admitted_by)
+
+    def compute_bundle(self, event_id: str) -> dict[str, Any]:
+        """The bundle an event would get, without recording a load."""
+        conn = self.store.connection()
+        event = events.fetch(conn, _require_event_id(event_id))
+        computed = bundle.compute(conn, event, self.workflows)
+        return _with_loaded_at(computed, clock.now())
+
+    def load_protocols(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``load_protocols {eventId}`` (reference §8): fail closed, never partial."""
+        ignored = []
+        for key in arguments:
+            if key in LOAD_FIELDS:
+                continue
+            if key in SELECTOR_ARGUMENTS:
+                ignored.append({"code": "SELECTOR_ARGUMENT_IGNORED", "field": key})
+                continue
+            raise InvalidInput(
+                "UNKNOWN_FIELD",
+                f"load_protocols takes eventId; {key!r} is not a field",
+                {"pointer": f"/{key}", "problem": "UNKNOWN_FIELD"},
+            )
+        event_id = _require_event_id(arguments.get("eventId"))
+        conn = self.store.connection()
+        event = events.fetch(conn, event_id)
+        self.reconcile()
+        with self.store.write() as tx:
+            computed = bundle.compute(tx, event, self.workflows)
+            loaded_at = clock.now()
+            payload = {
+                "eventId": event_id,
+                "revision": computed["revision"],
+                "digest": computed["digest"],
+                "protocolIds": [p["id"] for p in computed["protocols"]],
+            }
+            journal.append(
+                tx,
+                actor="agent",
+                kind="protocols.bundle_loaded",
+                subject=event_id,
+                payload=payload,
+            )
+            session_id = event["hostSessionId"]
+            if session_id is not None:
+                tx.execute(
+                    "UPDATE protocol_sessions SET loaded_digest = ?, loaded_at = ?,"
+                    " bundle_revision = ?, bundle_digest = ?, bundle_ids_json = ?,"
+                    " updated_at = ? WHERE host_session_id = ? AND current_event_id = ?",
+                    (
+                        computed["digest"],
+                        loaded_at,
+                        computed["revision"],
+                        computed["digest"],
+                        json.dumps(payload["protocolIds"]),
+                        loaded_at,
+                        session_id,
+                        event_id,
+                    ),
+                )
+        result = _with_loaded_at(computed, loaded_at)
+        if ignored:
+            result["diagnostics"] = ignored
+        return result
+
+    def get_event(self, event_id: str) -> dict[str, Any]:
+        return events.fetch(self.store.connection(), _require_event_id(event_id))
+
+    # --- records --------------------------------------------------------------
+
+    def list_protocols(
+        self,
+        *,
+        scope: str | None = None,
+        source: str | None = None,
+        enabled: bool | None = None,
+        tag: str | None = None,
+    ) -> list[dict[str, Any]]:
+        conn = self.store.connection()
+        seed_rows = records.seed_records(conn)
+        found = []
+        for record in records.read_all(conn):
+            if scope is not None and record["scope"] != scope:
+                continue
+            if source is not None and record["source"] != source:
+                continue
+            if enabled is not None and record["enabled"] != enabled:
+                continue
+            if tag is not None and tag not in record["tags"]:
+                continue
+            found.append(records.public_shape(record, seed_rows))
+        return found
+
+    def get_protocol(self, protocol_id: str) -> dict[str, Any]:
+        conn = self.store.connection()
+        record = records.read_one(conn, protocol_id)
+        if record is None:
+            raise NotFound("PROTOCOL_NOT_FOUND", f"no protocol {protocol_id}", {"id": protocol_id})
+        return records.public_shape(record, records.seed_records(conn))
+
+    def create_protocol(
+        self, raw: dict[str, Any], *, actor: str = "user", override: bool = False
+    ) -> dict[str, Any]:
+        with self.store.write() as conn:
+            seed_rows = records.seed_records(conn)
+            is_base_id = isinstance(raw, dict) and raw.get("id") in seed_rows
+            record = self._validate(raw, allow_reserved=is_base_id and override)
+            existing = records.read_one(conn, record["id"])
+            if existing is not None and not (
+                is_base_id and override and existing["scope"] == "base"
+            ):
+                raise Conflict(
+                    "PROTOCOL_EXISTS",
+                    f"protocol {record['id']} already exists"
+                    + ("; use --override to override a base protocol" if is_base_id else ""),
+                    {"id": record["id"]},
+                )
+            if is_base_id:
+                validate.check_override(seed_rows[record["id"]], record)
+                stored = records.write_row(
+                    conn,
+                    record,
+                    scope="user",
+                    source="sqlite",
+                    overrides_base=True,
+                    base_hash=seeds.seed_hash(seed_rows[record["id"]]),
+                )
+                kind = "protocols.override_created"
+                before = existing["contentHash"] if existing else None
+            else:
+                stored = records.write_row(conn, record, scope="user", source="sqlite")
+                kind, before = "protocols.created", None
+            self._journal(conn, actor, kind, stored, before)
+            return records.public_shape(stored, seed_rows)
+
+    def update_protocol(
+        self, protocol_id: str, changes: dict[str, Any], *, actor: str = "user"
+    ) -> dict[str, Any]:
+        with self.store.write() as conn:
+            existing = self._mutable(conn, protocol_id)
+            seed_rows = records.seed_records(conn)
+            merged = {key: existing[key] for key in records.INPUT_FIELDS}
+            for key in changes:
+                if key == "id":
+                    if changes[key] != protocol_id:
+                        raise InvalidInput(
+                            "INVALID_FIELD",
+                            "the id of a protocol cannot change",
+                            {"pointer": "/id", "problem": "IMMUTABLE"},
+                        )
+                    continue
+                merged[key] = changes[key]
+            record = self._validate(merged, allow_reserved=existing["overridesBase"])
+            if existing["overridesBase"]:
+                validate.check_override(seed_rows[protocol_id], record)
+            if validate.record_hash(dict(record, scope="user")) == existing["contentHash"]:
+                return records.public_shape(existing, seed_rows)
+            stored = records.write_row(
+                conn,
+                record,
+                scope="user",
+                source="sqlite",
+                overrides_base=existing["overridesBase"],
+                base_hash=existing["baseHash"],
+            )
+            self._journal(conn, actor, "protocols.updated", stored, existing["contentHash"])
+            return records.public_shape(stored, seed_rows)
+
+    def set_enabled(
+        self, protocol_id: str, enabled: bool, *, actor: str = "user"
+    ) -> dict[str, Any]:
+        with self.store.write() as conn:
+            existing = self._require(conn, protocol_id)
+            seed_rows = records.seed_records(conn)
+            if existing["scope"] == "base" or (existing["overridesBase"] and not enabled):
+                if enabled:
+                    return records.public_shape(existing, seed_rows)
+                raise _base_locked(protocol_id, "base protocols and their overrides stay enabled")
+            self._not_file(existing)
+            if existing["enabled"] == enabled:
+                return records.public_shape(existing, seed_rows)
+            record = {key: existing[key] for key in records.INPUT_FIELDS}
+            record["enabled"] = enabled
+            stored = records.write_row(
+                conn,
+                record,
+                scope="user",
+                source="sqlite",
+                overrides_base=existing["overridesBase"],
+                base_hash=existing["baseHash"],
+            )
+            kind = "protocols.enabled" if enabled else "protocols.disabled"
+            self._journal(conn, actor, kind, stored, existing["contentHash"])
+            return records.public_shape(stored, seed_rows)
+
+    def remove_protocol(self, protocol_id: str, *, actor: str = "user") -> dict[str, Any]:
+        with self.store.write() as conn:
+            existing = self._mutable(conn, protocol_id)
+            seed_rows = records.seed_records(conn)
+            conn.execute("DELETE FROM protocols WHERE id = ?", (protocol_id,))
+            if existing["overridesBase"] and protocol_id in seed_rows:
+                restored = records.write_row(
+                    conn, seed_rows[protocol_id], scope="base", source="seed"
+                )
+                payload = {
+                    "id": protocol_id,
+                    "beforeHash": existing["contentHash"],
+                    "afterHash": restored["contentHash"],
+                    "record": records.hashed_view(restored),
+                }
+                journal.append(
+                    conn,
+                    actor=actor,
+                    kind="protocols.override_removed",
+                    subject=protocol_id,
+                    payload=payload,
+                )
+                return {"id": protocol_id, "removed": True, "restoredBase": True}
+            journal.append(
+                conn,
+                actor=actor,
+                kind="protocols.removed",
+                subject=protocol_id,
+                payload={
+                    "id": protocol_id,
+                    "beforeHash": existing["contentHash"],
+                    "afterHash": None,
+                    "record": records.hashed_view(existing),
+                },
+            )
+            return {"id": protocol_id, "removed": True, "restoredBase": False}
+
+    # --- decisions and approvals ----------------------------------------------
+
+    def list_decisions(
+        self,
+        *,
+        event_id: str | None = None,
+        session: str | None = None,
+        effect: str | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        found = []
+        for entry in reversed(journal.query(self.store.connection(), kind="protocols.decision")):
+            payload = entry["payload"]
+            if event_id and payload.get("eventId") != event_id:
+                continue
+            if session and payload.get("hostSessionId") != session:
+                continue
+            if effect and payload.get("effect") != effect:
+                continue
+            found.append({"seq": entry["seq"], "at": entry["at"], **payload})
+            if len(found) >= limit:
+                break
+        return found
+
+    def list_approvals(self, *, include_all: bool = False) -> list[dict[str, Any]]:
+        return approvals.listing(self.store.connection(), include_all=include_all, now=clock.now())
+
+    def get_approval(self, approval_id: str) -> dict[str, Any]:
+        return approvals.get(self.store.connection(), approval_id)
+
+    def grant_approval(self, approval_id: str) -> dict[str, Any]:
+        ttl = self.config["protocols"]["approval_ttl_seconds"]
+        with self.store.write() as conn:
+            return approvals.grant(conn, approval_id, ttl_seconds=ttl, now=clock.now())
+
+    # --- helpers --------------------------------------------------------------
+
+    def _validate(self, raw: Any, *, allow_reserved: bool) -> dict[str, Any]:
+        return validate.validate_record(
+            raw,
+            workflows=self.workflows,
+            known_states=states.KNOWN_STATES,
+            allow_reserved=allow_reserved,
+        )
+
+    def _require(self, conn: Any, protocol_id: str) -> dict[str, Any]:
+        record = records.read_one(conn, protocol_id)
+        if record is None:
+            raise NotFound("PROTOCOL_NOT_FOUND", f"no protocol {protocol_id}", {"id": protocol_id})
+        return record
+
+    def _mutable(self, conn: Any, protocol_id: str) -> dict[str, Any]:
+        record = self._require(conn, protocol_id)
+        if record["scope"] == "base":
+            raise _base_locked(
+                protocol_id, "base protocols cannot change; create an override with --override"
+            )
+        self._not_file(record)
+        return record
+
+    @staticmethod
+    def _not_file(record: dict[str, Any]) -> None:
+        if record["source"] == "file":
+            raise Refused(
+                "FILE_MANAGED",
+                f"protocol {record['id']} comes from {record['filePath']}; edit the file instead",
+                {"id": record["id"], "path": record["filePath"]},
+            )
+
+    @staticmethod
+    def _journal(
+        conn: Any, actor: str, kind: str, stored: dict[str, Any], before: str | None
+    ) -> None:
+        journal.append(
+            conn,
+            actor=actor,
+            kind=kind,
+            subject=stored["id"],
+            payload={
+                "id": stored["id"],
+                "beforeHash": before,
+                "afterHash": stored["contentHash"],
+                "record": records.hashed_view(stored),
+            },
+        )
+
+    @property
+    def protocols_dir(self) -> Path:
+        return self.project.protocols_dir
+
+
+def _require_event_id(event_id: Any) -> str:
+    if not isinstance(event_id, str) or not event_id.strip():
+        raise InvalidInput(
+            "EVENT_ID_REQUIRED",
+            "eventId is required: the id Ithaca gave this prompt",
+            {"pointer": "/eventId", "problem": "REQUIRED"},
+        )
+    return event_id
+
+
+def _with_loaded_at(computed: dict[str, Any], loaded_at: str) -> dict[str, Any]:
+    return {
+        "eventId": computed["eventId"],
+        "protocols": computed["protocols"],
+        "loadedAt": loaded_at,
+        "revision": computed["revision"],
+        "digest": computed["digest"],
+        "selectorValues": computed["selectorValues"],
+    }
+
+
+def _base_locked(protocol_id: str, why: str) -> Refused:
+    return Refused("BASE_LOCKED", f"{protocol_id}: {why}", {"id": protocol_id})

@@ -1,0 +1,95 @@
+"""The dispatcher's own behaviour: projects, failures and the session registry.
+
+Protocol admission and enforcement through the dispatcher are covered in
+tests/protocols/test_admission.py and test_enforcement.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from ithaca.hosts import dispatch
+
+HOOK = str(Path(sys.executable).parent / "ithaca-hook")
+
+
+def _edit(cwd: Path) -> str:
+    return json.dumps(
+        {
+            "session_id": "sess-1",
+            "cwd": str(cwd),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Write",
+            "tool_input": {"file_path": str(cwd / "a.py"), "content": "x"},
+        }
+    )
+
+
+def test_outside_a_project_every_hook_abstains(tmp_path):
+    assert dispatch.run("claude", "PreToolUse", _edit(tmp_path)) == ("", 0)
+
+
+def test_unreadable_hook_input_inside_a_project_blocks_with_exit_2(project_dir):
+    done = subprocess.run(
+        [HOOK, "claude", "PreToolUse"], input="{not json", capture_output=True, text=True,
+        cwd=project_dir,
+    )
+    assert done.returncode == 2
+    assert "could not be read" in done.stderr
+
+
+def test_unknown_event_or_host_is_a_usage_error():
+    assert subprocess.run([HOOK, "claude", "Nope"], capture_output=True).returncode == 2
+    assert subprocess.run([HOOK, "vim", "PreToolUse"], capture_output=True).returncode == 2
+
+
+def test_every_hook_call_records_the_host_session(project_dir):
+    dispatch.run("claude", "PreToolUse", _edit(project_dir))
+    end = json.dumps({"session_id": "sess-1", "cwd": str(project_dir)})
+    dispatch.run("claude", "SessionEnd", end)
+    conn = sqlite3.connect(project_dir / ".ithaca" / ".runtime" / "state.db")
+    row = conn.execute(
+        "SELECT host, first_seen_at <= last_seen_at, ended_at IS NOT NULL FROM host_sessions"
+        " WHERE host_session_id = 'sess-1'"
+    ).fetchone()
+    assert row == ("claude", 1, 1)
+
+
+def test_session_start_exports_the_session_id_to_the_env_file(project_dir, tmp_path):
+    env_file = tmp_path / "claude.env"
+    payload = json.dumps({"session_id": "sess-9", "cwd": str(project_dir), "source": "startup"})
+    done = subprocess.run(
+        [HOOK, "claude", "SessionStart"], input=payload, capture_output=True, text=True,
+        env={"CLAUDE_ENV_FILE": str(env_file), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0
+    assert env_file.read_text() == "export ITHACA_SESSION_ID=sess-9\n"
+
+
+def test_an_older_schema_denies_mutating_calls_until_repaired(project_dir):
+    db = project_dir / ".ithaca" / ".runtime" / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    out, code = dispatch.run("claude", "PreToolUse", _edit(project_dir))
+    answer = json.loads(out)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "ithaca doctor --repair" in answer["permissionDecisionReason"]
+    read = json.dumps(
+        {"session_id": "s", "cwd": str(project_dir), "tool_name": "Read",
+         "tool_input": {"file_path": "a.py"}}
+    )
+    assert dispatch.run("claude", "PreToolUse", read) == ("", 0)
+
+
+def test_an_invalid_config_fails_closed_for_mutations_and_prompts(project_dir):
+    (project_dir / ".ithaca" / "config.toml").write_text("[protocols]\nstrickt = true\n")
+    out, _ = dispatch.run("claude", "PreToolUse", _edit(project_dir))
+    assert "INVALID_CONFIG" in json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
+    prompt = json.dumps({"session_id": "s", "cwd": str(project_dir), "prompt": "hi"})
+    out, _ = dispatch.run("claude", "UserPromptSubmit", prompt)
+    assert json.loads(out)["decision"] == "block"

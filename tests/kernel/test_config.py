@@ -1,0 +1,61 @@
+"""Configuration: precedence of the three files and strict keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from ithaca.kernel import config
+from ithaca.kernel.errors import InvalidInput
+
+
+@pytest.fixture
+def layers(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    state = tmp_path / "repo" / ".ithaca"
+    (state / ".runtime").mkdir(parents=True)
+    home.mkdir()
+    monkeypatch.setenv("ITHACA_HOME", str(home))
+    return home / "config.toml", state / "config.toml", state / ".runtime" / "config.toml", state
+
+
+def test_defaults_apply_without_any_file(layers):
+    loaded = config.load(layers[3])
+    assert loaded["protocols"]["strict"] is True
+    assert loaded["protocols"]["default_workflow"] == "coding"
+    assert loaded["protocols"]["approval_ttl_seconds"] == 900
+
+
+def test_local_beats_team_beats_user(layers):
+    user, team, local, state = layers
+    user.write_text('user_id = "dev-7"\n[protocols]\nproject_id = "u"\nclient_id = "u"\n')
+    team.write_text('[protocols]\nproject_id = "team"\nstrict = false\n')
+    local.write_text("[protocols]\nstrict = true\n")
+    loaded = config.load(state)
+    assert loaded["user_id"] == "dev-7"
+    assert loaded["protocols"]["client_id"] == "u"
+    assert loaded["protocols"]["project_id"] == "team"
+    assert loaded["protocols"]["strict"] is True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[protocols]\nstrickt = true\n",
+        "[protcols]\nstrict = true\n",
+        "[protocols]\nstrict = 1\n",
+        "[protocols]\napproval_ttl_seconds = true\n",
+        "[protocols\n",
+    ],
+)
+def test_a_typo_or_wrong_type_is_invalid_config(layers, text):
+    layers[1].write_text(text)
+    with pytest.raises(InvalidInput) as raised:
+        config.load(layers[3])
+    assert raised.value.code == "INVALID_CONFIG"
+
+
+def test_user_id_is_only_accepted_in_the_users_own_file(layers):
+    layers[1].write_text('user_id = "someone-else"\n')
+    with pytest.raises(InvalidInput) as raised:
+        config.load(layers[3])
+    assert raised.value.code == "INVALID_CONFIG"

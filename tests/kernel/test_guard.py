@@ -1,0 +1,70 @@
+"""The kernel guard: state writes, the database and user-only commands."""
+
+from __future__ import annotations
+
+import pytest
+
+from ithaca.kernel.classify import classify
+from ithaca.kernel.gates import GateContext
+from ithaca.kernel.guard import decide
+from ithaca.kernel.project import find_project
+
+
+@pytest.fixture
+def ctx(project_dir):
+    project = find_project(project_dir)
+    return GateContext(
+        host="claude", event="PreToolUse", payload={}, project=project, config={},
+        conn=None, session_id="s1",
+    )
+
+
+def _call(project_dir, tool, tool_input):
+    return classify("claude", tool, tool_input, str(project_dir), project_root=str(project_dir))
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Write", {"file_path": ".ithaca/protocols/x.json", "content": "{}"}),
+        ("Edit", {"file_path": ".ithaca/config.toml", "old_string": "a", "new_string": "b"}),
+        ("Bash", {"command": "echo '{}' > .ithaca/protocols/x.json"}),
+        ("Bash", {"command": "rm -rf .ithaca"}),
+        ("Bash", {"command": "cd sub && sed -i s/a/b/ ../.ithaca/config.toml"}),
+    ],
+)
+def test_writes_under_the_state_root_are_denied(project_dir, ctx, tool, tool_input):
+    (project_dir / "sub").mkdir(exist_ok=True)
+    opinion = decide(_call(project_dir, tool, tool_input), ctx)
+    assert opinion.effect == "deny"
+    assert opinion.code == "STATE_WRITE_DENIED"
+
+
+def test_the_state_database_is_off_limits(project_dir, ctx):
+    call = _call(project_dir, "Bash", {"command": "sqlite3 .ithaca/.runtime/state.db .dump"})
+    assert decide(call, ctx).code == "STATE_DB_DENIED"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ithaca protocols approve apr_7K2M9QXD",
+        "python -m ithaca protocols approve apr_7K2M9QXD",
+        "bash -c 'ithaca protocols create --id x.y'",
+        "FOO=1 ithaca --project . protocols remove team.x",
+        "uv run ithaca protocols admit",
+    ],
+)
+def test_user_only_commands_are_denied_however_spelled(project_dir, ctx, command):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert opinion.effect == "deny"
+    assert opinion.code == "USER_ONLY_COMMAND"
+
+
+def test_writes_elsewhere_and_reads_of_state_files_pass(project_dir, ctx):
+    for tool, tool_input in [
+        ("Write", {"file_path": "src/app.py", "content": ""}),
+        ("Bash", {"command": "cat .ithaca/protocols/x.json"}),
+        ("Bash", {"command": "ithaca protocols list --json"}),
+    ]:
+        assert decide(_call(project_dir, tool, tool_input), ctx).effect == "abstain"

@@ -1,0 +1,122 @@
+"""The store: pragmas, write transactions, per-thread connections and migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from ithaca.kernel import journal
+from ithaca.kernel.errors import Refused
+from ithaca.kernel.migrations import LATEST_VERSION
+from ithaca.kernel.store import Store, connect, split_statements
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = Store(tmp_path / "state.db", backups_dir=tmp_path / "backups")
+    yield opened
+    opened.close()
+
+
+def test_new_store_is_migrated_to_the_latest_schema_with_one_journal_event(store):
+    assert store.version() == LATEST_VERSION
+    events = journal.query(store.connection(), kind="kernel.migrated")
+    assert len(events) == 1
+    assert events[0]["payload"]["to"] == LATEST_VERSION
+
+
+def test_connections_use_wal_busy_timeout_and_foreign_keys(store):
+    conn = store.connection()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_each_thread_gets_its_own_connection(store):
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(store.connection()))
+    thread.start()
+    thread.join()
+    assert seen[0] is not store.connection()
+
+
+def test_write_rolls_back_everything_when_the_block_raises(store):
+    before = len(journal.query(store.connection()))
+    with pytest.raises(RuntimeError), store.write() as conn:
+        journal.append(conn, actor="system", kind="kernel.test", subject=None, payload={})
+        raise RuntimeError("boom")
+    assert len(journal.query(store.connection())) == before
+
+
+def test_write_takes_the_write_lock_at_begin(store, tmp_path):
+    other = connect(tmp_path / "state.db")
+    other.execute("PRAGMA busy_timeout = 0")
+    with store.write():
+        with pytest.raises(sqlite3.OperationalError):
+            other.execute("BEGIN IMMEDIATE")
+    other.close()
+
+
+def test_concurrent_writers_from_threads_all_commit(store):
+    def work():
+        for _ in range(25):
+            with store.write() as conn:
+                journal.append(conn, actor="system", kind="kernel.test", subject=None, payload={})
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(journal.query(store.connection(), kind="kernel.test")) == 100
+    assert journal.verify(store.connection()) == []
+
+
+def test_migrating_an_existing_database_takes_a_backup_first(tmp_path):
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE journal (seq INTEGER PRIMARY KEY, at TEXT NOT NULL, actor TEXT NOT NULL,"
+        " kind TEXT NOT NULL, subject TEXT, payload TEXT NOT NULL, prev_hash TEXT NOT NULL,"
+        " hash TEXT NOT NULL);"
+        "CREATE TABLE host_sessions (host TEXT, host_session_id TEXT, first_seen_at TEXT,"
+        " last_seen_at TEXT, ended_at TEXT, PRIMARY KEY (host, host_session_id));"
+        "CREATE TABLE gate_state (part TEXT, scope_key TEXT, state_json TEXT, updated_seq INT,"
+        " PRIMARY KEY (part, scope_key));"
+        "CREATE TABLE write_allowances (path TEXT, owner TEXT, created_at TEXT,"
+        " PRIMARY KEY (path, owner));"
+        "PRAGMA user_version = 1;"
+    )
+    conn.close()
+    store = Store(path, backups_dir=tmp_path / "backups")
+    assert store.version() == LATEST_VERSION
+    backups = list((tmp_path / "backups").glob("state-pre-migration-v1-*.db"))
+    assert len(backups) == 1
+    copy = sqlite3.connect(backups[0])
+    assert copy.execute("PRAGMA user_version").fetchone()[0] == 1
+    copy.close()
+    store.close()
+
+
+def test_a_database_from_a_newer_ithaca_is_refused(tmp_path):
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+    conn.close()
+    with pytest.raises(Refused) as raised:
+        Store(path)
+    assert raised.value.code == "STATE_TOO_NEW"
+
+
+def test_split_statements_keeps_trigger_bodies_whole():
+    script = (
+        "CREATE TABLE t (a);\n"
+        "CREATE TRIGGER t_no_delete BEFORE DELETE ON t\n"
+        "BEGIN SELECT RAISE(ABORT, 'no'); END;\n"
+        "INSERT INTO t VALUES (1);\n"
+    )
+    statements = split_statements(script)
+    assert len(statements) == 3
+    assert statements[1].endswith("END;")

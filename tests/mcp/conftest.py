@@ -1,0 +1,107 @@
+"""Fixtures for the MCP server tests: a hermetic project and in-memory SDK clients.
+
+The SDK client is asynchronous; a blocking portal runs it on its own event loop so the
+tests (Hypothesis included) stay synchronous and one client serves many calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import Client
+from mcp.types import CallToolResult
+
+from ithaca.app import IthacaProject, init_project, open_project
+from ithaca.mcp.server import build_server
+
+
+class ToolClient:
+    """A connected in-memory client with synchronous calls."""
+
+    def __init__(self, portal: BlockingPortal, client: Client):
+        self.portal = portal
+        self.client = client
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+        return self.portal.call(self.client.call_tool, tool, arguments)
+
+    def ok(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The structured answer of a call that must succeed."""
+        result = self.call(tool, arguments)
+        assert not result.is_error, result.content
+        assert json.loads(result.content[0].text) == result.structured_content
+        return result.structured_content
+
+    def refused(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The ``{code, message, details}`` of a call that must fail."""
+        result = self.call(tool, arguments)
+        assert result.is_error, result.structured_content
+        return json.loads(result.content[0].text)
+
+    def tools(self) -> dict[str, Any]:
+        listing = self.portal.call(self.client.list_tools)
+        return {tool.name: tool for tool in listing.tools}
+
+    @property
+    def server_name(self) -> str:
+        return self.client.server_info.name
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An initialised project with its own ``ITHACA_HOME``."""
+    monkeypatch.setenv("ITHACA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ITHACA_DIR", raising=False)
+    root = tmp_path / "repo"
+    root.mkdir()
+    created, _ = init_project(root)
+    created.close()
+    return root
+
+
+@pytest.fixture
+def project(project_dir: Path) -> Iterator[IthacaProject]:
+    """The test's own handle on the project, beside the server's."""
+    opened = open_project(project_dir)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def event(project: IthacaProject) -> dict[str, Any]:
+    """An event admitted for host session ``s1`` in the coding workflow."""
+    return project.protocols.admit_event(
+        connector="test", workflow="coding", host_session_id="s1"
+    )
+
+
+@pytest.fixture
+def connect() -> Iterator[Callable[[Path], ToolClient]]:
+    """Build a server for a project folder and connect a new in-memory client to it."""
+    with ExitStack() as stack:
+        portal = stack.enter_context(start_blocking_portal())
+
+        def connected(folder: Path) -> ToolClient:
+            client = Client(build_server(str(folder)), read_timeout_seconds=60)
+            return ToolClient(portal, stack.enter_context(portal.wrap_async_context_manager(client)))
+
+        yield connected
+
+
+@pytest.fixture
+def client(connect: Callable[[Path], ToolClient], project_dir: Path) -> ToolClient:
+    return connect(project_dir)
+
+
+@pytest.fixture
+def journal_length(project: IthacaProject) -> Callable[[], int]:
+    def length() -> int:
+        return project.store.connection().execute("SELECT count(*) FROM journal").fetchone()[0]
+
+    return length

@@ -1,0 +1,43 @@
+"""The installed ``ithaca mcp`` over real stdio, driven by the SDK's stdio client."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from ithaca.app import IthacaProject
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "ithaca"
+
+
+def test_the_installed_console_script_serves_load_protocols_over_stdio(
+    project_dir: Path, project: IthacaProject, event: dict[str, Any]
+):
+    server = StdioServerParameters(
+        command=str(CONSOLE_SCRIPT),
+        args=["--project", str(project_dir), "mcp"],
+        env=dict(os.environ),
+    )
+
+    async def session() -> tuple[set[str], Any]:
+        with anyio.fail_after(120):
+            async with Client(server, read_timeout_seconds=60) as client:
+                listing = await client.list_tools()
+                result = await client.call_tool("load_protocols", {"eventId": event["id"]})
+        return {tool.name for tool in listing.tools}, result
+
+    names, result = anyio.run(session)
+
+    assert names == {"load_protocols", "protocols"}
+    assert not result.is_error, result.content
+    bundle = result.structured_content
+    assert bundle["digest"] == project.protocols.compute_bundle(event["id"])["digest"]
+    loaded = project.store.connection().execute(
+        "SELECT loaded_digest FROM protocol_sessions WHERE host_session_id = 's1'"
+    ).fetchone()[0]
+    assert loaded == bundle["digest"]
