@@ -6,7 +6,9 @@ The target (protocols reference §12) is a median of at most 2x a bare ``python 
 started by the same interpreter binary. Runs alternate baseline / UserPromptSubmit /
 baseline / PreToolUse so that background load hits all three alike.
 
-The project holds the base set plus 50 user records. PreToolUse runs on a session whose
+The project holds the base set plus 50 user records, and a user ``config.toml``
+(``user_id``) and a tracked one (``project_id``, ``client_id``) as a team would have, so
+records selecting on those keys match. PreToolUse runs on a session whose
 event is admitted and whose bundle is loaded, so an Edit takes the normal allow path
 (bundle check, constraints, decision journaled). UserPromptSubmit runs on a second
 session, so its admissions never unload the first session's bundle.
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import BIN, new_project, parser, percentile, protocol_records, scratch, verdict
@@ -31,6 +34,26 @@ USER_RECORDS = 50
 PROMPT_SESSION = "bench-prompts"
 TOOL_SESSION = "bench-tools"
 EVENT_ID = re.compile(r"evt_[0-9A-HJKMNP-TV-Z]{26}")
+# The answers of the paths being timed: an admitted prompt, a silent allow.
+EXPECTED: dict[str, Callable[[str], bool]] = {
+    "baseline": lambda answer: answer == "",
+    "UserPromptSubmit": lambda answer: "admitted this prompt as event" in answer,
+    "PreToolUse": lambda answer: answer.strip() == "",
+}
+FLOOR_IMPORTS = "import json, sqlite3, hashlib"
+# Times one hook's phases inside its own process (see _print_phases).
+PHASES = """
+import sys, time
+started = time.perf_counter()
+from ithaca.hosts import dispatch
+imported = time.perf_counter()
+stdin = sys.stdin.read()
+dispatch.run("claude", sys.argv[1], stdin)
+first = time.perf_counter()
+dispatch.run("claude", sys.argv[1], stdin)
+second = time.perf_counter()
+print((imported - started) * 1e3, (first - imported) * 1e3, (second - first) * 1e3)
+"""
 
 
 def main() -> int:
@@ -40,75 +63,97 @@ def main() -> int:
     runs = 15 if args.quick else 60
     hook = BIN / "ithaca-hook"
     with scratch() as root:
-        project_dir = root / "project"
-        prompt_input, tool_input = _prepare(project_dir, hook)
+        prompt_input, tool_input = _prepare(root, hook)
         commands = {
             "baseline": ([sys.executable, "-c", "pass"], b""),
             "UserPromptSubmit": ([str(hook), "claude", "UserPromptSubmit"], prompt_input),
             "PreToolUse": ([str(hook), "claude", "PreToolUse"], tool_input),
         }
-        for name in commands:  # warm the page cache and the store
+        for name in commands:  # warm the page cache, the bytecode cache and the store
             for _ in range(3):
                 _run(*commands[name])
         timings: dict[str, list[float]] = {name: [] for name in commands}
+        unexpected = 0
         for _ in range(runs):
             for name in ("baseline", "UserPromptSubmit", "baseline", "PreToolUse"):
-                timings[name].append(_run(*commands[name]))
+                elapsed, answer = _run(*commands[name])
+                timings[name].append(elapsed)
+                unexpected += not EXPECTED[name](answer)
         _report(timings, runs)
+        if unexpected:
+            print(f"warning: {unexpected} runs answered differently from the setup check")
         if args.imports:
+            _print_floor(10 if args.quick else 30)
             for event, stdin in (("UserPromptSubmit", prompt_input), ("PreToolUse", tool_input)):
-                _print_imports(event, [sys.executable, "-X", "importtime", str(hook), "claude",
-                                       event], stdin)
+                _print_imports(
+                    event, [sys.executable, "-X", "importtime", str(hook), "claude", event], stdin
+                )
+                _print_phases(event, stdin)
     return 0
 
 
-def _prepare(project_dir: Path, hook: Path) -> tuple[bytes, bytes]:
+def _prepare(root: Path, hook: Path) -> tuple[bytes, bytes]:
     """Set up the project and both sessions; returns the two hooks' stdin."""
-    project = new_project(project_dir.parent)
+    project = new_project(root)
+    project_dir = root / "project"
     service = project.protocols
     for record in protocol_records(USER_RECORDS):
         service.create_protocol(record, actor="user")
 
     def prompt(session: str) -> bytes:
-        return json.dumps({
-            "session_id": session, "cwd": str(project_dir), "hook_event_name": "UserPromptSubmit",
-            "prompt": "Fix the failing date parser test.",
-        }).encode()
+        return json.dumps(
+            {
+                "session_id": session,
+                "cwd": str(project_dir),
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": "Fix the failing date parser test.",
+            }
+        ).encode()
 
     answer = _check_output(hook, "UserPromptSubmit", prompt(TOOL_SESSION))
     found = EVENT_ID.search(answer)
-    if found is None:
+    if found is None or not EXPECTED["UserPromptSubmit"](answer):
         raise SystemExit(f"UserPromptSubmit did not admit the prompt: {answer!r}")
     loaded = service.load_protocols({"eventId": found.group(0)})
-    tool_input = json.dumps({
-        "session_id": TOOL_SESSION, "cwd": str(project_dir), "hook_event_name": "PreToolUse",
-        "tool_name": "Edit",
-        "tool_input": {"file_path": str(project_dir / "src" / "app.py"),
-                       "old_string": "return 1", "new_string": "return 2"},
-    }).encode()
+    tool_input = json.dumps(
+        {
+            "session_id": TOOL_SESSION,
+            "cwd": str(project_dir),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Edit",
+            "tool_input": {
+                "file_path": str(project_dir / "src" / "app.py"),
+                "old_string": "return 1",
+                "new_string": "return 2",
+            },
+        }
+    ).encode()
     answer = _check_output(hook, "PreToolUse", tool_input)
-    if answer.strip():
+    if not EXPECTED["PreToolUse"](answer):
         raise SystemExit(f"PreToolUse did not allow the Edit: {answer!r}")
     count = len(service.list_protocols())
     project.close()
-    print(f"setup: {count} stored protocols ({USER_RECORDS} user), bundle of"
-          f" {len(loaded['protocols'])} loaded for the PreToolUse session")
+    print(
+        f"setup: {count} stored protocols ({USER_RECORDS} user), bundle of"
+        f" {len(loaded['protocols'])} loaded for the PreToolUse session"
+    )
     return prompt(PROMPT_SESSION), tool_input
 
 
 def _check_output(hook: Path, event: str, stdin: bytes) -> str:
-    done = subprocess.run([str(hook), "claude", event], input=stdin, capture_output=True,
-                          check=False)
+    done = subprocess.run(
+        [str(hook), "claude", event], input=stdin, capture_output=True, check=False
+    )
     if done.returncode != 0:
         raise SystemExit(f"{event} exited {done.returncode}: {done.stderr.decode()}")
     return done.stdout.decode()
 
 
-def _run(command: list[str], stdin: bytes) -> float:
-    """Wall time of one process, in milliseconds."""
+def _run(command: list[str], stdin: bytes) -> tuple[float, str]:
+    """Wall time of one process in milliseconds, and what it printed."""
     started = time.perf_counter_ns()
-    subprocess.run(command, input=stdin, capture_output=True, check=False)
-    return (time.perf_counter_ns() - started) / 1e6
+    done = subprocess.run(command, input=stdin, capture_output=True, check=False)
+    return (time.perf_counter_ns() - started) / 1e6, done.stdout.decode()
 
 
 def _report(timings: dict[str, list[float]], runs: int) -> None:
@@ -125,19 +170,54 @@ def _report(timings: dict[str, list[float]], runs: int) -> None:
 
 
 def _print_imports(event: str, command: list[str], stdin: bytes, top: int = 15) -> None:
-    bare = _parse_importtime(_importtime_stderr([sys.executable, "-X", "importtime", "-c",
-                                                 "pass"], b""))
+    bare = _parse_importtime(
+        _importtime_stderr([sys.executable, "-X", "importtime", "-c", "pass"], b"")
+    )
     entries = _parse_importtime(_importtime_stderr(command, stdin))
     extra = {name: entry for name, entry in entries.items() if name not in bare}
     own = sum(entry[0] for name, entry in extra.items() if name.split(".")[0] == "ithaca")
     other = sum(entry[0] for name, entry in extra.items() if name.split(".")[0] != "ithaca")
-    print(f"\n-X importtime, {event}: {len(entries)} modules; beyond a bare interpreter"
-          f" {len(extra)} modules, {own / 1000:.1f} ms self in ithaca.*,"
-          f" {other / 1000:.1f} ms self in other modules")
+    print(
+        f"\n-X importtime, {event}: {len(entries)} modules; beyond a bare interpreter"
+        f" {len(extra)} modules, {own / 1000:.1f} ms self in ithaca.*,"
+        f" {other / 1000:.1f} ms self in other modules"
+    )
     print(f"{'cumulative ms':>14}{'self ms':>9}  module")
     ranked = sorted(entries.items(), key=lambda item: item[1][1], reverse=True)
     for name, (self_us, cumulative_us, depth) in ranked[:top]:
         print(f"{cumulative_us / 1000:14.2f}{self_us / 1000:9.2f}  {'  ' * depth}{name}")
+
+
+def _print_floor(runs: int) -> None:
+    """How close to the baseline any hook can get: a process that only imports what every
+    hook needs (stdin JSON, the store, the journal's hashes)."""
+    bare = [sys.executable, "-c", "pass"]
+    floor = [sys.executable, "-c", FLOOR_IMPORTS]
+    timings: dict[str, list[float]] = {"bare": [], "floor": []}
+    for _ in range(runs):
+        timings["bare"].append(_run(bare, b"")[0])
+        timings["floor"].append(_run(floor, b"")[0])
+    bare_ms, floor_ms = (statistics.median(values) for values in timings.values())
+    print(
+        f'\nfloor: `python -c "{FLOOR_IMPORTS}"` median {floor_ms:.1f} ms,'
+        f" {floor_ms / bare_ms:.2f}x a bare interpreter ({bare_ms:.1f} ms, {runs} runs each)"
+    )
+
+
+def _print_phases(event: str, stdin: bytes, runs: int = 5) -> None:
+    """Split one hook process into its eager imports and two ``dispatch.run`` calls: the
+    first also pays the lazy imports, the second is the work alone."""
+    samples = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-c", PHASES, event], input=stdin, capture_output=True, check=True
+        )
+        samples.append([float(part) for part in done.stdout.split()])
+    eager, first, second = (statistics.median(column) for column in zip(*samples, strict=True))
+    print(
+        f"in process, median of {runs}: eager imports {eager:.1f} ms, first dispatch.run"
+        f" {first:.1f} ms (lazy imports ~{first - second:.1f} ms), second {second:.1f} ms"
+    )
 
 
 def _importtime_stderr(command: list[str], stdin: bytes) -> str:
@@ -150,7 +230,7 @@ def _parse_importtime(stderr: str) -> dict[str, tuple[int, int, int]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "imported package" in line:
             continue
-        self_us, cumulative_us, name = line[len("import time:"):].split("|", 2)
+        self_us, cumulative_us, name = line[len("import time:") :].split("|", 2)
         depth = (len(name) - len(name.lstrip())) // 2
         entries[name.strip()] = (int(self_us), int(cumulative_us), max(depth - 1, 0))
     return entries

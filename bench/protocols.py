@@ -42,62 +42,79 @@ def main() -> int:
     options = parser(__doc__.splitlines()[0])
     options.add_argument("--no-mcp", action="store_true", help="skip the MCP round trip")
     args = options.parse_args()
-    event_count, warmup, naive_count, fresh_count, mcp_calls = (
-        (2_000, 200, 200, 500, 20) if args.quick else (10_000, 1_000, 1_000, 2_000, 50)
-    )
     with scratch() as root:
         project = new_project(root)
         service = project.protocols
-        conn = service.store.connection()
         base = len(service.list_protocols())
         for record in protocol_records(STORED - base):
             service.create_protocol(record, actor="user")
-        template = service.admit_event(connector="test")
-        events = _event_population(template, EVENT_SHAPES, event_count)
-        fresh = _event_population(template, fresh_count, fresh_count, seed=13)
-        workflows = service.workflows
-
-        def compute(event: dict[str, Any]) -> dict[str, Any]:
-            return bundle.compute(conn, event, workflows)
-
-        started = time.perf_counter_ns()
-        compute(events[0])
-        compile_ms = (time.perf_counter_ns() - started) / 1e6
-        for event in events[:warmup]:
-            compute(event)
-        compute_us = _time_each(compute, events)
-        fresh_us = _time_each(compute, fresh)
-
-        seeds = records.seed_records(conn)
-        shaped = [records.bundle_shape(record, seeds) for record in records.read_all(conn)]
-        index = matcher.BundleIndex(shaped)  # an empty memo, warmed like compute's
-        values = [matcher.selector_values(event) for event in events]
-        for selected in values[:warmup]:
-            index.match(selected)
-        match_us = _time_each(index.match, values)
-        naive_us = _time_each(lambda selected: matcher.naive_match(shaped, selected),
-                              values[:naive_count])
-        differing = sum(
-            matcher.naive_match(shaped, selected)[1] != index.match(selected)[1]
-            for selected in values[:naive_count]
-        )
-        timer_us = percentile(_time_each(lambda _: None, events[:1000]), 50)
-
-        found = [index.match(selected) for selected in values]
-        sizes = [len(protocols) for protocols, _ in found]
-        print(f"setup: {STORED} stored protocols ({base} base, {len(index)} enabled);"
-              f" {event_count} events over {EVENT_SHAPES} selector combinations,"
-              f" {len({digest for _, digest in found})} distinct bundles of"
-              f" {statistics.mean(sizes):.1f} protocols on average (max {max(sizes)})")
-        print(f"first compute after the last write (verify rows, compile index):"
-              f" {compile_ms:.1f} ms; timer overhead {timer_us:.2f} us per call (included)")
-        _report_compute(compute_us, fresh_us, match_us, naive_us, differing)
-
+        _bundle_figures(service, base, quick=args.quick)
         if not args.no_mcp:
             event = service.admit_event(connector="test", workflow="coding")
-            _report_mcp(root / "project", service, event["id"], mcp_calls)
+            _mcp_figures(root / "project", service, event["id"], 20 if args.quick else 50)
         project.close()
     return 0
+
+
+def _bundle_figures(service: Any, base: int, *, quick: bool) -> None:
+    event_count, warmup, naive_count, fresh_count = (
+        (2_000, 200, 200, 500) if quick else (10_000, 1_000, 1_000, 2_000)
+    )
+    conn = service.store.connection()
+    template = service.admit_event(connector="test")
+    events = _event_population(template, EVENT_SHAPES, event_count)
+    fresh = _event_population(template, fresh_count, fresh_count, seed=13)
+
+    def compute(event: dict[str, Any]) -> dict[str, Any]:
+        return bundle.compute(conn, event, service.workflows)
+
+    started = time.perf_counter_ns()
+    compute(events[0])
+    compile_ms = (time.perf_counter_ns() - started) / 1e6
+    for event in events[:warmup]:
+        compute(event)
+    compute_us = _time_each(compute, events)
+    fresh_us = _time_each(compute, fresh)
+    check_us = _time_each(lambda _: bundle.compile_store(conn, service.workflows), events)
+
+    seeds = records.seed_records(conn)
+    shaped = [records.bundle_shape(record, seeds) for record in records.read_all(conn)]
+    index = matcher.BundleIndex(shaped)  # an empty memo, warmed like compute's
+    values = [matcher.selector_values(event) for event in events]
+    for selected in values[:warmup]:
+        index.match(selected)
+    match_us = _time_each(index.match, values)
+    naive_us = _time_each(
+        lambda selected: matcher.naive_match(shaped, selected), values[:naive_count]
+    )
+    differing = sum(
+        matcher.naive_match(shaped, selected)[1] != index.match(selected)[1]
+        for selected in values[:naive_count]
+    )
+    timer_us = percentile(_time_each(lambda _: None, events[:1000]), 50)
+
+    found = [index.match(selected) for selected in values]
+    sizes = [len(protocols) for protocols, _ in found]
+    print(
+        f"setup: {STORED} stored protocols ({base} base, {len(index)} enabled);"
+        f" {event_count} events over {EVENT_SHAPES} selector combinations,"
+        f" {len({digest for _, digest in found})} distinct bundles of"
+        f" {statistics.mean(sizes):.1f} protocols on average (max {max(sizes)})"
+    )
+    print(
+        f"first compute after the last write (verify rows, compile index):"
+        f" {compile_ms:.1f} ms; timer overhead {timer_us:.2f} us per call (included)"
+    )
+    _report_compute(
+        {
+            "bundle.compute, warm (target)": compute_us,
+            "bundle.compute, each event new": fresh_us,
+            "compile_store revision check only": check_us,
+            "BundleIndex.match only, warm": match_us,
+            "naive_match (baseline)": naive_us,
+        },
+        differing,
+    )
 
 
 def _event_population(
@@ -153,33 +170,30 @@ def _time_each(call: Callable[[Any], Any], inputs: list[Any]) -> list[float]:
     return timings
 
 
-def _report_compute(
-    compute_us: list[float],
-    fresh_us: list[float],
-    match_us: list[float],
-    naive_us: list[float],
-    differing: int,
-) -> None:
+def _report_compute(figures: dict[str, list[float]], differing: int) -> None:
     print(f"\n{'':38}{'p50 us':>9}{'p99 us':>9}{'mean us':>9}{'calls':>7}")
-    for name, values in (
-        ("bundle.compute, warm (target)", compute_us),
-        ("bundle.compute, every bundle new", fresh_us),
-        ("BundleIndex.match only, warm", match_us),
-        ("naive_match (baseline)", naive_us),
-    ):
-        print(f"{name:38}{percentile(values, 50):9.1f}{percentile(values, 99):9.1f}"
-              f"{statistics.mean(values):9.1f}{len(values):7}")
+    for name, values in figures.items():
+        print(
+            f"{name:38}{percentile(values, 50):9.1f}{percentile(values, 99):9.1f}"
+            f"{statistics.mean(values):9.1f}{len(values):7}"
+        )
+    compute_us = figures["bundle.compute, warm (target)"]
+    match_us = figures["BundleIndex.match only, warm"]
+    naive_us = figures["naive_match (baseline)"]
     naive_p50 = percentile(naive_us, 50)
-    print(f"speedup over naive at p50: compute {naive_p50 / percentile(compute_us, 50):.0f}x,"
-          f" match alone {naive_p50 / percentile(match_us, 50):.0f}x")
-    print(f"index digest equals naive digest on {len(naive_us) - differing}/{len(naive_us)}"
-          " events")
+    print(
+        f"speedup over naive at p50: compute {naive_p50 / percentile(compute_us, 50):.0f}x,"
+        f" match alone {naive_p50 / percentile(match_us, 50):.0f}x"
+    )
+    print(f"index digest equals naive digest on {len(naive_us) - differing}/{len(naive_us)} events")
     p50, p99 = percentile(compute_us, 50), percentile(compute_us, 99)
-    print(f"target compute p50 <= {TARGET_P50_US:.0f} us: {verdict(p50 <= TARGET_P50_US)};"
-          f" p99 <= {TARGET_P99_US:.0f} us: {verdict(p99 <= TARGET_P99_US)}")
+    print(
+        f"target compute p50 <= {TARGET_P50_US:.0f} us: {verdict(p50 <= TARGET_P50_US)};"
+        f" p99 <= {TARGET_P99_US:.0f} us: {verdict(p99 <= TARGET_P99_US)}"
+    )
 
 
-def _report_mcp(project_dir: Path, service: Any, event_id: str, calls: int) -> None:
+def _mcp_figures(project_dir: Path, service: Any, event_id: str, calls: int) -> None:
     service.load_protocols({"eventId": event_id})
     in_process = []
     for _ in range(calls):

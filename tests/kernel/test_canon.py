@@ -202,3 +202,9 @@ def test_digest_excluding_lets_an_object_carry_its_own_digest() -> None:
     assert canon.digest_excluding(sealed, "digest") == sealed["digest"]
     assert canon.digest_excluding({**sealed, "body": {"n": 2}}, "digest") != sealed["digest"]
     assert canon.digest_excluding(record, "absent") == canon.digest(record)
+
+
+def test_a_lone_surrogate_is_reported_where_it_sits():
+    with pytest.raises(InvalidInput) as raised:
+        canon.canonical({"a": ["fine", "\ud800"]})
+    assert raised.value.details == {"pointer": "/a/1", "problem": "INVALID_STRING"}

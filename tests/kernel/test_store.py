@@ -53,9 +53,8 @@ def test_write_rolls_back_everything_when_the_block_raises(store):
 def test_write_takes_the_write_lock_at_begin(store, tmp_path):
     other = connect(tmp_path / "state.db")
     other.execute("PRAGMA busy_timeout = 0")
-    with store.write():
-        with pytest.raises(sqlite3.OperationalError):
-            other.execute("BEGIN IMMEDIATE")
+    with store.write(), pytest.raises(sqlite3.OperationalError):
+        other.execute("BEGIN IMMEDIATE")
     other.close()
 
 

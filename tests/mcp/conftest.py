@@ -1,6 +1,7 @@
-"""Fixtures for the MCP server tests: a hermetic project and in-memory SDK clients.
+"""Fixtures for the MCP server tests: the project beside the server, and in-memory clients.
 
-The SDK client is asynchronous; a blocking portal runs it on its own event loop so the
+``project_dir`` and the hermetic environment come from ``tests/conftest.py``. The SDK
+client is asynchronous; a blocking portal runs it on its own event loop so the
 tests (Hypothesis included) stay synchronous and one client serves many calls.
 """
 
@@ -14,10 +15,10 @@ from typing import Any
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from mcp import Client
+from mcp.client import Client
 from mcp.types import CallToolResult
 
-from ithaca.app import IthacaProject, init_project, open_project
+from ithaca.app import IthacaProject, open_project
 from ithaca.mcp.server import build_server
 
 
@@ -54,18 +55,6 @@ class ToolClient:
 
 
 @pytest.fixture
-def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An initialised project with its own ``ITHACA_HOME``."""
-    monkeypatch.setenv("ITHACA_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ITHACA_DIR", raising=False)
-    root = tmp_path / "repo"
-    root.mkdir()
-    created, _ = init_project(root)
-    created.close()
-    return root
-
-
-@pytest.fixture
 def project(project_dir: Path) -> Iterator[IthacaProject]:
     """The test's own handle on the project, beside the server's."""
     opened = open_project(project_dir)
@@ -76,9 +65,7 @@ def project(project_dir: Path) -> Iterator[IthacaProject]:
 @pytest.fixture
 def event(project: IthacaProject) -> dict[str, Any]:
     """An event admitted for host session ``s1`` in the coding workflow."""
-    return project.protocols.admit_event(
-        connector="test", workflow="coding", host_session_id="s1"
-    )
+    return project.protocols.admit_event(connector="test", workflow="coding", host_session_id="s1")
 
 
 @pytest.fixture
@@ -89,7 +76,9 @@ def connect() -> Iterator[Callable[[Path], ToolClient]]:
 
         def connected(folder: Path) -> ToolClient:
             client = Client(build_server(str(folder)), read_timeout_seconds=60)
-            return ToolClient(portal, stack.enter_context(portal.wrap_async_context_manager(client)))
+            return ToolClient(
+                portal, stack.enter_context(portal.wrap_async_context_manager(client))
+            )
 
         yield connected
 

@@ -7,26 +7,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from ithaca.app import IthacaProject
+from ithaca.cli.main import cli
 from ithaca.kernel import canon
-from ithaca.protocols import tooling
 from ithaca.protocols.service import SELECTOR_ARGUMENTS
 
 UNKNOWN_EVENT = "evt_" + "0" * 26
 
 
 def loaded_digest(project: IthacaProject, session: str) -> str | None:
-    row = project.store.connection().execute(
-        "SELECT loaded_digest FROM protocol_sessions WHERE host_session_id = ?", (session,)
-    ).fetchone()
+    row = (
+        project.store.connection()
+        .execute(
+            "SELECT loaded_digest FROM protocol_sessions WHERE host_session_id = ?", (session,)
+        )
+        .fetchone()
+    )
     return row[0]
 
 
 def last_journal_event(project: IthacaProject) -> dict[str, Any]:
-    actor, kind, subject, payload = project.store.connection().execute(
-        "SELECT actor, kind, subject, payload FROM journal ORDER BY seq DESC LIMIT 1"
-    ).fetchone()
+    actor, kind, subject, payload = (
+        project.store.connection()
+        .execute("SELECT actor, kind, subject, payload FROM journal ORDER BY seq DESC LIMIT 1")
+        .fetchone()
+    )
     return {"actor": actor, "kind": kind, "subject": subject, "payload": json.loads(payload)}
 
 
@@ -60,7 +67,14 @@ def test_protocols_schema_names_its_operations_and_refuses_other_fields(client):
     assert schema["additionalProperties"] is False
     assert schema["properties"]["operation"]["enum"] == ["list", "get", "explain"]
     assert set(schema["properties"]) == {
-        "operation", "id", "eventId", "scope", "source", "enabled", "tag", "session",
+        "operation",
+        "id",
+        "eventId",
+        "scope",
+        "source",
+        "enabled",
+        "tag",
+        "session",
     }
 
 
@@ -126,9 +140,7 @@ def test_load_protocols_without_an_event_id_is_event_id_required(
     assert journal_length() == before
 
 
-def test_load_protocols_for_an_event_never_admitted_is_event_not_found(
-    client, journal_length
-):
+def test_load_protocols_for_an_event_never_admitted_is_event_not_found(client, journal_length):
     before = journal_length()
 
     error = client.refused("load_protocols", {"eventId": UNKNOWN_EVENT})
@@ -211,33 +223,44 @@ def test_a_lone_surrogate_in_the_arguments_is_refused_as_invalid_input(client, j
 # --- protocols ----------------------------------------------------------------------------
 
 
+def cli_json(project_dir: Path, *arguments: str) -> Any:
+    """What ``ithaca protocols … --json`` prints."""
+    result = CliRunner().invoke(
+        cli, ["--project", str(project_dir), "protocols", *arguments, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
 @pytest.mark.parametrize(
-    "filters",
+    ("filters", "flags"),
     [
-        {},
-        {"scope": "base"},
-        {"scope": "user"},
-        {"source": "seed"},
-        {"enabled": False},
-        {"tag": "core"},
+        ({}, []),
+        ({"scope": "base"}, ["--scope", "base"]),
+        ({"scope": "user"}, ["--scope", "user"]),
+        ({"source": "seed"}, ["--source", "seed"]),
+        ({"enabled": False}, ["--disabled"]),
+        ({"tag": "core"}, ["--tag", "core"]),
     ],
 )
-def test_protocols_list_answers_what_the_service_lists(client, project, filters):
+def test_protocols_list_answers_the_cli_listing_under_a_protocols_key(
+    client, project_dir, filters, flags
+):
     listed = client.ok("protocols", {"operation": "list", **filters})
 
-    assert listed == {"protocols": project.protocols.list_protocols(**filters)}
+    assert listed == {"protocols": cli_json(project_dir, "list", *flags)}
 
 
-def test_protocols_get_answers_the_services_record(client, project):
+def test_protocols_get_answers_what_the_cli_prints(client, project_dir):
     record = client.ok("protocols", {"operation": "get", "id": "ithaca.coding.progress"})
 
-    assert record == project.protocols.get_protocol("ithaca.coding.progress")
+    assert record == cli_json(project_dir, "get", "ithaca.coding.progress")
 
 
-def test_protocols_explain_answers_the_operator_explanation(client, project, event):
+def test_protocols_explain_answers_what_the_cli_prints(client, project_dir, event):
     explained = client.ok("protocols", {"operation": "explain", "eventId": event["id"]})
 
-    assert explained == tooling.explain(project.protocols, event["id"])
+    assert explained == cli_json(project_dir, "explain", event["id"])
 
 
 def test_protocols_reads_change_nothing(client, event, journal_length):
@@ -279,8 +302,11 @@ def test_protocols_list_sees_a_protocol_file_added_while_the_server_runs(client,
         ({"operation": "list", "scope": "team"}, "/scope", "NOT_ALLOWED"),
         ({"operation": "list", "tag": 3}, "/tag", "WRONG_TYPE"),
         ({"operation": "get"}, "/id", "REQUIRED"),
-        ({"operation": "get", "id": "ithaca.protocols-first", "scope": "base"}, "/scope",
-         "NOT_FOR_OPERATION"),
+        (
+            {"operation": "get", "id": "ithaca.protocols-first", "scope": "base"},
+            "/scope",
+            "NOT_FOR_OPERATION",
+        ),
         ({"operation": "explain"}, "/eventId", "REQUIRED"),
         ({"operation": "list", "eventId": UNKNOWN_EVENT}, "/eventId", "NOT_FOR_OPERATION"),
     ],

@@ -1,16 +1,21 @@
-"""The installed ``ithaca mcp`` over real stdio, driven by the SDK's stdio client."""
+"""``ithaca mcp``: the installed console script over real stdio, driven by the SDK's stdio
+client, and the command's behaviour around it."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client, StdioServerParameters
+from click.testing import CliRunner
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from ithaca.app import IthacaProject
+from ithaca.cli.main import cli
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "ithaca"
 
@@ -37,7 +42,27 @@ def test_the_installed_console_script_serves_load_protocols_over_stdio(
     assert not result.is_error, result.content
     bundle = result.structured_content
     assert bundle["digest"] == project.protocols.compute_bundle(event["id"])["digest"]
-    loaded = project.store.connection().execute(
-        "SELECT loaded_digest FROM protocol_sessions WHERE host_session_id = 's1'"
-    ).fetchone()[0]
+    loaded = (
+        project.store.connection()
+        .execute("SELECT loaded_digest FROM protocol_sessions WHERE host_session_id = 's1'")
+        .fetchone()[0]
+    )
     assert loaded == bundle["digest"]
+
+
+def test_ithaca_mcp_outside_a_project_fails_with_its_code_and_writes_no_protocol(tmp_path):
+    result = CliRunner().invoke(cli, ["--project", str(tmp_path), "mcp"])
+
+    assert result.exit_code == 1
+    assert "NOT_INITIALISED" in result.stderr
+    assert result.stdout == ""
+
+
+def test_the_cli_loads_the_mcp_sdk_only_for_ithaca_mcp():
+    probe = "import sys, ithaca.cli.main; print(any(m.split('.')[0] == 'mcp' for m in sys.modules))"
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+
+    assert loaded.strip() == "False"

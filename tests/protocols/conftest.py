@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import namedtuple
@@ -49,8 +50,22 @@ class Answer(namedtuple("Answer", "decision reason raw")):
 class Hook:
     """The Claude Code hook of one project, called as the host calls it."""
 
+    script = HOOK_SCRIPT
+
     def __init__(self, root: Path):
         self.root = root
+
+    def configure(self, text: str) -> None:
+        """Write the team's ``.ithaca/config.toml``."""
+        (self.root / ".ithaca" / "config.toml").write_text(text, encoding="utf-8")
+
+    @staticmethod
+    def event_id_of(answer: dict[str, Any]) -> str:
+        """The event id named in an admission's additionalContext."""
+        context = answer["hookSpecificOutput"]["additionalContext"]
+        found = EVENT_ID.search(context)
+        assert found is not None, context
+        return found.group()
 
     def prompt_payload(self, text: str, session: str | None = "s1") -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -88,7 +103,7 @@ class Hook:
         """Submit a prompt that must be admitted; returns its event id."""
         answer = self.prompt(text, session)
         assert "decision" not in answer, answer
-        return event_id_of(answer)
+        return self.event_id_of(answer)
 
     def tool(self, tool: str, tool_input: dict[str, Any], session: str = "s1") -> Answer:
         return answer_of(self.run("PreToolUse", self.tool_payload(tool, tool_input, session)))
@@ -99,9 +114,7 @@ class Hook:
     def write(self, path: str, session: str = "s1") -> Answer:
         return self.tool("Write", {"file_path": path, "content": "text\n"}, session)
 
-    def process(
-        self, event: str, payload: dict[str, Any]
-    ) -> subprocess.CompletedProcess[str]:
+    def process(self, event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
         """Run the real console script with the payload on stdin."""
         return subprocess.run(
             [str(HOOK_SCRIPT), "claude", event],
@@ -115,14 +128,6 @@ class Hook:
         )
 
 
-def event_id_of(answer: dict[str, Any]) -> str:
-    """The event id named in an admission's additionalContext."""
-    context = answer["hookSpecificOutput"]["additionalContext"]
-    found = EVENT_ID.search(context)
-    assert found is not None, context
-    return found.group()
-
-
 def answer_of(raw: dict[str, Any]) -> Answer:
     if not raw:
         return Answer("allow", None, raw)
@@ -131,22 +136,32 @@ def answer_of(raw: dict[str, Any]) -> Answer:
     return Answer(output["permissionDecision"], output.get("permissionDecisionReason"), raw)
 
 
-def write_config(root: Path, text: str) -> None:
-    (root / ".ithaca" / "config.toml").write_text(text, encoding="utf-8")
+@pytest.fixture(scope="session")
+def initialised_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Git repository with ``ithaca init`` run, copied by every test (init is slow)."""
+    base = tmp_path_factory.mktemp("template")
+    root = base / "repo"
+    root.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ITHACA_HOME", str(base / "home"))
+        patch.delenv("ITHACA_DIR", raising=False)
+        subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
+        created, _ = init_project(root)
+        created.close()
+    return root
 
 
 @pytest.fixture
-def governed_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An initialised project in a fresh Git repository, hermetic from the outside."""
+def governed_dir(
+    initialised_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A fresh initialised project in its own Git repository, hermetic from the outside."""
     monkeypatch.setenv("ITHACA_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ITHACA_DIR", raising=False)
     for name in AGENT_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
-    created, _ = init_project(root)
-    created.close()
+    shutil.copytree(initialised_template, root, symlinks=True)
     return root
 
 

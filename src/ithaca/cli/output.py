@@ -42,7 +42,9 @@ def fail(exc: IthacaError, as_json: bool = False) -> None:
     if as_json:
         click.echo(json.dumps({"error": exc.to_dict()}, ensure_ascii=False), err=True)
     else:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        reason = exc.details.get("reason")
+        suffix = f" (reason: {reason})" if isinstance(reason, str) else ""
+        click.echo(f"error {exc.code}: {exc.message}{suffix}", err=True)
     sys.exit(exc.exit_code)
 
 

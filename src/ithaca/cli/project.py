@@ -122,7 +122,12 @@ def describe(entry: dict[str, Any]) -> str:
         code = final.get("code") or payload.get("reasonCode") or ""
         gate = final.get("gate") or "protocols"
         verb = {"deny": "DENIED", "block": "BLOCKED", "ask": "ASKED"}.get(effect, "allowed")
-        return f"{payload['tool']} ({payload['toolClass']}): {verb} {code} by {gate}".rstrip()
+        line = f"{payload['tool']} ({payload['toolClass']}): {verb}"
+        if effect in ("deny", "block", "ask"):
+            line += f" {code} ({gate})"
+            if gate == "protocols" and payload.get("reason"):
+                line += " — " + payload["reason"].splitlines()[0]
+        return line
     if kind == "protocols.event_admitted":
         context = payload["context"]
         return f"{payload['connector']} {payload['kind']} workflow={context['workflow']}"

@@ -282,7 +282,7 @@ def approve_command(ctx: click.Context, approval_id: str) -> None:
     """★ Grant an approval for one exact action, after showing it."""
     service = _service(ctx)
     with errors_to_exit():
-        approval = service.get_approval(approval_id)
+        approval = service.check_grantable(approval_id)
         _show_approval(service, approval)
         require_user(f"grant approval {approval_id}", approval_id)
         granted = service.grant_approval(approval_id)
@@ -324,11 +324,13 @@ def create_command(ctx: click.Context, override: bool, **fields: Any) -> None:
     service = _service(ctx)
     with errors_to_exit():
         record = _record_from(fields)
+        # Shape first, so a typo exits 2 before anyone confirms; whether the id may be
+        # used (reserved, taken, overridable) is the service's call.
         validate.validate_record(
             record,
             workflows=service.workflows,
             known_states=states.KNOWN_STATES,
-            allow_reserved=override,
+            allow_reserved=True,
         )
         verb = "override base protocol" if override else "create protocol"
         require_user(f"{verb} {record['id']}", record["id"])

@@ -109,9 +109,8 @@ def _decision(answer: dict[str, Any]) -> tuple[str, str]:
 
 
 async def _load_protocols(stage: Stage, event_id: str) -> dict[str, Any]:
-    from mcp.client.stdio import StdioServerParameters
-
     from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
 
     server = StdioServerParameters(
         command=script("ithaca"), args=["--project", str(stage.root), "mcp"], env=stage.env()

@@ -55,6 +55,7 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
     if project is None:
         return "", 0
     conn: sqlite3.Connection | None = None
+    call: Call | None = None
     try:
         settings, config_error = _config(project)
         conn, schema_current = _open(project)
@@ -74,8 +75,9 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
             _parse_prompt(ctx)
         final = _decide(ctx, call, config_error)
         final = _commit(ctx, call, final)
-    except (IthacaError, sqlite3.Error, OSError) as exc:
-        final = _failure(event, getattr(exc, "code", type(exc).__name__), str(exc), payload)
+    except Exception as exc:  # the outermost edge of the hook process: fail by policy
+        code = getattr(exc, "code", type(exc).__name__)
+        final = _failure(event, code, str(exc) or code, payload, call)
     finally:
         if conn is not None:
             conn.close()
@@ -160,7 +162,7 @@ def _decide(ctx: GateContext, call: Call | None, config_error: IthacaError | Non
         except (IthacaError, sqlite3.Error, OSError, KeyError, ValueError, TypeError) as exc:
             code = getattr(exc, "code", type(exc).__name__)
             opinion = _failure(ctx.event, code, str(exc), ctx.payload, call)
-        opinion.gate = opinion.gate or name
+        opinion.gate = opinion.gate or name.split(".")[1]
         opinions.append(opinion)
     ctx.scratch["_gates"] = opinions
     return combine(opinions)

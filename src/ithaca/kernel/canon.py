@@ -34,10 +34,11 @@ def canonical(value: Any) -> bytes:
     try:
         return "".join(parts).encode("utf-8")
     except UnicodeEncodeError as exc:
+        pointer = _surrogate_pointer(value, "") or ""
         raise InvalidInput(
             "INVALID_INPUT",
-            "a string holds a lone surrogate and has no UTF-8 form",
-            {"pointer": "", "problem": "INVALID_STRING"},
+            f"{pointer or '/'}: a string holds a lone surrogate and has no UTF-8 form",
+            {"pointer": pointer, "problem": "INVALID_STRING"},
         ) from exc
 
 
@@ -107,6 +108,28 @@ def _encode(value: Any, out: list[str], pointer: str) -> None:
             f"{pointer or '/'}: {type(value).__name__} has no JSON form",
             {"pointer": pointer, "problem": "INVALID_TYPE"},
         )
+
+
+def _surrogate_pointer(value: Any, pointer: str) -> str | None:
+    """Where the first string without a UTF-8 form sits (only walked after a failure)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return pointer
+        return None
+    if isinstance(value, dict):
+        items = [(f"{pointer}/{_escape_pointer(k)}", k, v) for k, v in value.items()]
+        for child, key, item in items:
+            found = _surrogate_pointer(key, child) or _surrogate_pointer(item, child)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _surrogate_pointer(item, f"{pointer}/{index}")
+            if found is not None:
+                return found
+    return None
 
 
 def _utf16_order(key: str) -> bytes:

@@ -1,9 +1,11 @@
 """The kernel guard: the gate every host runs before any part's own gates.
 
-It denies an agent's writes under the state root (``.ithaca/``) except the paths a part
-has allowed for a while (``write_allowances``), any direct use of the state database,
-and any invocation of a user-only Ithaca command however it is spelled. The protocol
-``ithaca.state-off-limits`` tells the agent the rule; this module enforces it.
+It fills the ``session`` field of Ithaca's own MCP calls with the host session id from
+the payload (an MCP server cannot tell callers apart, so it learns the session from a
+trusted source). It denies an agent's writes under the state root (``.ithaca/``) except
+the paths a part has allowed for a while (``write_allowances``), any direct use of the
+state database, and any invocation of a user-only Ithaca command however it is spelled.
+The protocol ``ithaca.state-off-limits`` tells the agent the rule; this module enforces it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ EVENTS = ("PreToolUse",)
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if call is None or ctx.project is None:
         return ABSTAIN
+    if call.tool_class == "ithaca" and call.tool.startswith("mcp__") and ctx.session_id:
+        return Opinion("allow", updated_input={**call.tool_input, "session": ctx.session_id})
     for argv in call.ithaca_commands:
         command = user_only_command(argv)
         if command is not None:

@@ -182,7 +182,9 @@ def load_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
 
 
 def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict[str, Any]:
-    """``protocols {operation, ...}``: the CLI's ``--json`` answers, read-only."""
+    """``protocols {operation, ...}``: the CLI's ``--json`` answers (a listing under a
+    ``protocols`` key, since a tool answers with an object). Like every CLI command, it
+    first brings seeds and protocol files into the store."""
     check_text(arguments)
     check_arguments(arguments, PROTOCOLS_SCHEMA)
     operation = arguments["operation"]
@@ -194,9 +196,9 @@ def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
     needed = OPERATION_REQUIRES.get(operation)
     if needed is not None and needed not in arguments:
         raise invalid_field(f"/{needed}", "REQUIRED", f"operation {operation} needs {needed}")
+    service.reconcile()
     if operation == "explain":
         return tooling.explain(service, arguments["eventId"])
-    service.reconcile()
     if operation == "get":
         return service.get_protocol(arguments["id"])
     filters = {key: arguments.get(key) for key in OPERATION_FIELDS["list"]}

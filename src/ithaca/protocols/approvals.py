@@ -146,12 +146,10 @@ def listing(conn: sqlite3.Connection, *, include_all: bool, now: str) -> list[di
     return [to_dict(row) for row in conn.execute(sql + " ORDER BY requested_at", params)]
 
 
-def grant(
-    conn: sqlite3.Connection, approval_id: str, *, ttl_seconds: int, now: str
-) -> dict[str, Any]:
-    """Grant a pending request; the caller holds the write transaction."""
+def check_grantable(conn: sqlite3.Connection, approval_id: str, now: str) -> dict[str, Any]:
+    """The approval, if it is a pending request that has not expired; else the refusal."""
     approval = get(conn, approval_id)
-    if approval["status"] == "consumed" or approval["status"] == "granted":
+    if approval["status"] in ("consumed", "granted"):
         raise Refused(
             "APPROVAL_USED",
             f"approval {approval_id} was already {approval['status']}",
@@ -163,6 +161,14 @@ def grant(
             f"approval request {approval_id} expired at {approval['expiresAt']}; retry the call",
             {"approvalId": approval_id},
         )
+    return approval
+
+
+def grant(
+    conn: sqlite3.Connection, approval_id: str, *, ttl_seconds: int, now: str
+) -> dict[str, Any]:
+    """Grant a pending request; the caller holds the write transaction."""
+    approval = check_grantable(conn, approval_id, now)
     expires = later(now, ttl_seconds)
     conn.execute(
         "UPDATE protocol_approvals SET status = 'granted', granted_at = ?, expires_at = ?"

@@ -16,6 +16,7 @@ from ithaca.protocols import matcher, reconcile, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 
@@ -51,6 +52,47 @@ def compile_store(conn: sqlite3.Connection, workflows: frozenset[str]) -> Compil
     compiled = Compiled(current, matcher.BundleIndex(shaped))
     _compiled[key] = compiled
     return compiled
+
+
+def compute_after_files(
+    conn: sqlite3.Connection,
+    event: dict[str, Any],
+    workflows: frozenset[str],
+    folder: Path,
+    project_root: Path,
+) -> dict[str, Any]:
+    """The bundle as it will be once the changed protocol files are reconciled.
+
+    Hooks use it to decide on current team rules without writing outside their commit
+    step; it builds a one-off index instead of the cached one.
+    """
+    wanted, _ = reconcile.read_files(conn, folder, project_root, workflows)
+    seeds = records.seed_records(conn)
+    shaped = []
+    for record in records.read_all(conn):
+        if record["id"] in wanted:
+            continue
+        if record["source"] == "file":
+            if record["id"] not in seeds:
+                continue
+            record = dict(seeds[record["id"]], source="seed", overridesBase=False)
+        else:
+            records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
+        if record["enabled"]:
+            shaped.append(records.bundle_shape(record, seeds))
+    for protocol_id, (record, _path) in wanted.items():
+        as_file = dict(record, scope="user", source="file", overridesBase=protocol_id in seeds)
+        if as_file["enabled"]:
+            shaped.append(records.bundle_shape(as_file, seeds))
+    values = matcher.selector_values(event)
+    protocols, digest = matcher.BundleIndex(shaped).match(values)
+    return {
+        "eventId": event["id"],
+        "protocols": protocols,
+        "revision": revision(conn),
+        "digest": digest,
+        "selectorValues": values,
+    }
 
 
 def compute(

@@ -21,6 +21,7 @@ from ithaca.protocols import validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 HOST_CONNECTORS = {"claude": "claude-code", "codex": "codex", "opencode": "opencode"}
@@ -188,6 +189,13 @@ def admit(conn: sqlite3.Connection, admission: Admission, *, actor: str) -> dict
     return event
 
 
+def store_prompt(blobs_dir: Path, prompt_text: str) -> str:
+    """Keep a prompt's text as a blob named by its digest (``store_prompts = true``)."""
+    from ithaca.kernel.blobs import BlobStore
+
+    return BlobStore(blobs_dir).put(prompt_text.encode("utf-8"))
+
+
 def _make_current(
     conn: sqlite3.Connection, event: dict[str, Any], sticky: dict[str, str | None]
 ) -> None:
@@ -210,6 +218,8 @@ def _make_current(
 
 def fetch(conn: sqlite3.Connection, event_id: str) -> dict[str, Any]:
     """An admitted event, re-verified against its record hash (``EVENT_CONTEXT_INVALID``)."""
+    if not ids.matches("evt", event_id):
+        raise NotFound("EVENT_NOT_FOUND", f"no admitted event {event_id!r}", {"eventId": event_id})
     row = conn.execute(
         f"SELECT {COLUMNS} FROM protocol_events WHERE id = ?", (event_id,)
     ).fetchone()

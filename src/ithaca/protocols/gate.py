@@ -7,9 +7,11 @@ constraint votes deny, ask or approval. ``decide`` only reads; ``commit`` runs i
 dispatcher's write transaction and records the admission or the decision, refreshes the
 bundle cache, and stores or consumes approvals, knowing the final answer of all gates.
 
-Hooks never reconcile: when seeds or protocol files changed since the store last saw
-them, a mutating call is told its bundle is stale, and ``load_protocols`` (which
-reconciles) brings it up to date.
+When the team's protocol files changed since the store last read them, ``decide``
+computes the bundle from the files as they are now and ``commit`` reconciles them, so a
+new file outside this event's workflow does not interrupt the agent. Seeds only change
+with an Ithaca upgrade and are reconciled by CLI and MCP processes; until then a
+mutating call is asked to call ``load_protocols`` again.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
     if ctx.event == "UserPromptSubmit":
         if final.effect not in ("block", "deny"):
             events.admit(ctx.conn, scratch, actor="hook")
+            prompt = ctx.payload.get("prompt")
+            if ctx.config["protocols"]["store_prompts"] and isinstance(prompt, str):
+                assert ctx.project is not None
+                events.store_prompt(ctx.project.blobs_dir, prompt)
         return
     _commit_decision(ctx.conn, scratch, final, ctx)
 
@@ -65,6 +71,14 @@ def admission_context(event_id: str, workflow: str, strict: bool) -> str:
     if strict:
         text += " Until then Ithaca blocks mutating tool calls."
     return text
+
+
+def approval_reason(approval_id: str, protocol_ids: list[str]) -> str:
+    return (
+        f"This action needs the user's approval (protocol {', '.join(protocol_ids)})."
+        f' Ask the user to run "ithaca protocols approve {approval_id}" in a terminal,'
+        " then retry the identical call."
+    )
 
 
 def load_reason(event_id: str) -> str:
@@ -157,7 +171,8 @@ def _decide_enforcement(call: Call, ctx: GateContext) -> Opinion:
             opinion = Opinion("allow", "ENFORCEMENT_ERROR")
     scratch["effect"] = opinion.effect
     scratch["code"] = opinion.code
-    scratch["reason"] = opinion.reason
+    # The journal keeps reasons without command text (constraints may quote the command).
+    scratch["reason"] = scratch.pop("logReason", opinion.reason)
     scratch["latencyUs"] = (time.perf_counter_ns() - started) // 1000
     return opinion
 
@@ -186,6 +201,9 @@ def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
         return Opinion("allow")
     event_id, cached_revision, cached_digest, cached_ids, loaded_digest = session
     scratch["eventId"] = event_id
+    if strict and call.mutating and not reconcile.seeds_in_sync(conn):
+        # Seeds are reconciled by CLI and MCP processes (load_protocols), never by hooks.
+        return _load_required(event_id, loaded_digest)
     try:
         protocols, digest = _bundle(
             conn, ctx, event_id, cached_revision, cached_digest, cached_ids, scratch
@@ -201,16 +219,19 @@ def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
         return Opinion("allow")
     scratch["matched"] = [p["id"] for p in protocols]
     strict_opinion = None
-    if strict and call.mutating:
-        if loaded_digest is None:
-            strict_opinion = Opinion("deny", "BUNDLE_NOT_LOADED", load_reason(event_id))
-        elif loaded_digest != digest:
-            strict_opinion = Opinion(
-                "deny",
-                "BUNDLE_STALE",
-                load_reason(event_id).replace("first;", "again: the protocols changed;"),
-            )
+    if strict and call.mutating and loaded_digest != digest:
+        strict_opinion = _load_required(event_id, loaded_digest)
     return _apply_constraints(call, ctx, scratch, protocols, strict_opinion)
+
+
+def _load_required(event_id: str, loaded_digest: str | None) -> Opinion:
+    if loaded_digest is None:
+        return Opinion("deny", "BUNDLE_NOT_LOADED", load_reason(event_id))
+    return Opinion(
+        "deny",
+        "BUNDLE_STALE",
+        load_reason(event_id).replace("first;", "again: the protocols changed;"),
+    )
 
 
 def _bundle(
@@ -223,10 +244,17 @@ def _bundle(
     scratch: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], str]:
     assert ctx.project is not None
-    if not reconcile.seeds_in_sync(conn) or reconcile.files_changed(
-        conn, ctx.project.protocols_dir
-    ):
-        raise IthacaError("BUNDLE_STALE", "protocol sources changed since they were last loaded")
+    workflows = events.known_workflows(ctx.config)
+    if reconcile.files_changed(conn, ctx.project.protocols_dir):
+        scratch["reconcileFiles"] = True
+        computed = bundle.compute_after_files(
+            conn,
+            events.fetch(conn, event_id),
+            workflows,
+            ctx.project.protocols_dir,
+            ctx.project.root,
+        )
+        return computed["protocols"], computed["digest"]
     error = reconcile.file_error(conn)
     if error is not None:
         raise error
@@ -235,7 +263,7 @@ def _bundle(
     if cached_revision == current and cached_digest and cached_ids:
         return _cached_protocols(conn, json.loads(cached_ids), ctx), cached_digest
     event = events.fetch(conn, event_id)
-    computed = bundle.compute(conn, event, events.known_workflows(ctx.config))
+    computed = bundle.compute(conn, event, workflows)
     scratch["cache"] = (current, computed["digest"], [p["id"] for p in computed["protocols"]])
     return computed["protocols"], computed["digest"]
 
@@ -282,6 +310,8 @@ def _apply_constraints(
     )
     effect = "allow"
     reasons = [strict_opinion.reason] if strict_opinion and strict_opinion.reason else []
+    log_reasons = list(reasons)
+    declared = {(pid, index): constraint.get("reason") for pid, index, constraint in items}
     code = strict_opinion.code if strict_opinion else None
     if strict_opinion:
         effect = "deny"
@@ -305,6 +335,8 @@ def _apply_constraints(
         )
         if vote != "allow":
             reasons.append(f"[{item.protocol_id}] {item.reason}")
+            told = declared[(item.protocol_id, item.index)] or f"{item.kind} ({item.reason_code})"
+            log_reasons.append(f"[{item.protocol_id}] {told}")
         if _SEVERITY[vote] > _SEVERITY[effect]:
             effect = vote
             code = "APPROVAL_REQUIRED" if result == "approval_required" else item.reason_code
@@ -314,17 +346,16 @@ def _apply_constraints(
             approvals.pending(conn, ctx.session_id or "", call.action_digest, ctx.now)
             or approvals.new_id()
         )
-        scratch["request"] = (request_id, sorted(set(needs_request)))
+        protocol_ids = sorted(set(needs_request))
+        scratch["request"] = (request_id, protocol_ids)
         scratch["approvalId"] = request_id
         scratch["approvalAction"] = "requested"
-        reasons.append(
-            f"This action needs the user's approval (protocol {', '.join(sorted(set(needs_request)))})."
-            f' Ask the user to run "ithaca protocols approve {request_id}" in a terminal,'
-            " then retry the identical call."
-        )
+        reasons.append(approval_reason(request_id, protocol_ids))
+        log_reasons.append(approval_reason(request_id, protocol_ids))
     elif approval_id and effect == "allow":
         scratch["approvalId"] = approval_id
         scratch["approvalAction"] = "consumed"
+    scratch["logReason"] = "\n".join(log_reasons) or None
     if effect == "allow":
         return Opinion("allow")
     return Opinion(effect, code, "\n".join(reasons))
@@ -341,6 +372,13 @@ def _commit_decision(
             "UPDATE protocol_sessions SET bundle_revision = ?, bundle_digest = ?,"
             " bundle_ids_json = ? WHERE host_session_id = ? AND current_event_id = ?",
             (revision, digest, json.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
+        )
+    if scratch.get("reconcileFiles"):
+        reconcile.reconcile_files(
+            conn,
+            ctx.project.protocols_dir,
+            ctx.project.root,
+            events.known_workflows(ctx.config),
         )
     approval_action = scratch["approvalAction"]
     if scratch["request"] is not None:

@@ -147,7 +147,7 @@ def reconcile_files(
     if state.get("listing") == listing:
         return None
     try:
-        wanted, files_digest = _read_files(conn, folder, project_root, workflows)
+        wanted, files_digest = read_files(conn, folder, project_root, workflows)
     except IthacaError as exc:
         _remember(conn, listing, state.get("filesDigest"), exc.to_dict())
         return None
@@ -207,9 +207,11 @@ def _remember(
     )
 
 
-def _read_files(
+def read_files(
     conn: sqlite3.Connection, folder: Path, project_root: Path, workflows: frozenset[str]
 ) -> tuple[dict[str, tuple[dict[str, Any], str]], str]:
+    """Every protocol file validated, by id (``(record, path)``), and the files' digest;
+    raises ``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT`` for a broken one."""
     wanted: dict[str, tuple[dict[str, Any], str]] = {}
     digests = []
     seed_rows = records.seed_records(conn)

@@ -114,7 +114,10 @@ class ProtocolsService:
                     "clientId": client_id,
                 },
             )
-            return events.admit(conn, admission, actor=admitted_by)
+            event = events.admit(conn, admission, actor=admitted_by)
+        if prompt_text is not None and self.config["protocols"]["store_prompts"]:
+            events.store_prompt(self.project.blobs_dir, prompt_text)
+        return event
 
     def compute_bundle(self, event_id: str) -> dict[str, Any]:
         """The bundle an event would get, without recording a load."""
@@ -219,18 +222,17 @@ class ProtocolsService:
     ) -> dict[str, Any]:
         with self.store.write() as conn:
             seed_rows = records.seed_records(conn)
-            is_base_id = isinstance(raw, dict) and raw.get("id") in seed_rows
-            record = self._validate(raw, allow_reserved=is_base_id and override)
-            existing = records.read_one(conn, record["id"])
-            if existing is not None and not (
-                is_base_id and override and existing["scope"] == "base"
-            ):
+            raw_id = raw.get("id") if isinstance(raw, dict) else None
+            is_base_id = raw_id in seed_rows
+            existing = records.read_one(conn, raw_id) if isinstance(raw_id, str) else None
+            if existing is not None and not (override and existing["scope"] == "base"):
                 raise Conflict(
                     "PROTOCOL_EXISTS",
-                    f"protocol {record['id']} already exists"
+                    f"protocol {raw_id} already exists"
                     + ("; use --override to override a base protocol" if is_base_id else ""),
-                    {"id": record["id"]},
+                    {"id": raw_id},
                 )
+            record = self._validate(raw, allow_reserved=is_base_id and override)
             if is_base_id:
                 validate.check_override(seed_rows[record["id"]], record)
                 stored = records.write_row(
@@ -375,6 +377,10 @@ class ProtocolsService:
 
     def get_approval(self, approval_id: str) -> dict[str, Any]:
         return approvals.get(self.store.connection(), approval_id)
+
+    def check_grantable(self, approval_id: str) -> dict[str, Any]:
+        """The pending request, or ``APPROVAL_USED``/``APPROVAL_EXPIRED`` before anyone types."""
+        return approvals.check_grantable(self.store.connection(), approval_id, clock.now())
 
     def grant_approval(self, approval_id: str) -> dict[str, Any]:
         ttl = self.config["protocols"]["approval_ttl_seconds"]

@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 from ithaca.kernel import clock, journal, states
 from ithaca.kernel.errors import Corrupt, InvalidInput, IthacaError
-from ithaca.protocols import bundle, constraints, events, matcher, records, seeds, validate
+from ithaca.protocols import (
+    bundle,
+    constraints,
+    events,
+    matcher,
+    reconcile,
+    records,
+    seeds,
+    validate,
+)
 
 if TYPE_CHECKING:
     from ithaca.protocols.service import ProtocolsService
@@ -415,7 +424,12 @@ def _bad_fixture(pointer: str, problem: str, message: str) -> InvalidInput:
 
 
 def lint(service: ProtocolsService, since_days: int = 30) -> list[dict[str, Any]]:
-    """Findings about the user's records (reference §10), most severe kinds first."""
+    """Findings about the user's records (reference §10), most severe kinds first.
+
+    Beyond the reference's table, a corrupt row (``STORE_CORRUPT``) and a broken protocol
+    file (``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT``) are ``error`` findings:
+    every lookup fails on them, so lint must not pass.
+    """
     if isinstance(since_days, bool) or not isinstance(since_days, int) or since_days < 0:
         raise InvalidInput(
             "INVALID_INPUT",
@@ -441,6 +455,10 @@ def lint(service: ProtocolsService, since_days: int = 30) -> list[dict[str, Any]
         for row in rows
         if row.record is None
     ]
+    broken_file = reconcile.file_error(conn)
+    if broken_file is not None:
+        subject = str(broken_file.details.get("path", ""))
+        findings.append(_finding(broken_file.code, "error", broken_file.message, subject))
     findings += _duplicate_rules(active)
     findings += _shadowed_constraints(active)
     findings += _priority_ties(active)
