@@ -91,6 +91,7 @@ def _worker(project_dir: str, name: str, count: int, start: Any, results: Any) -
         seconds = time.perf_counter() - began
         project.close()
     except Exception as exc:  # the worker's outer edge: report whatever stopped it
+        start.abort()  # nobody waits for a worker that will never arrive
         key = f"worker UNEXPECTED {type(exc).__name__}"
         errors[key] += 1
         messages.setdefault(key, str(exc))
@@ -182,7 +183,7 @@ def _counts(project_dir: Path) -> dict[str, int]:
 
 
 def _connect(project_dir: Path) -> sqlite3.Connection:
-    from ithaca.kernel.store import connect
+    from ithaca.kernel.connection import connect
 
     return connect(project_dir / ".ithaca" / ".runtime" / "state.db")
 
@@ -235,8 +236,9 @@ def _report(
         print(f"  {key}: {message}")
     added = {key: after[key] - before[key] for key in after}
     checks = {
-        f"events stored +{added['events']} of {expected}": added["events"] == expected
-        and not missing,
+        f"events stored +{added['events']} of {expected}": (
+            added["events"] == expected and not missing
+        ),
         f"journal event_admitted +{added['admitted']} of {expected}": added["admitted"] == expected,
         f"journal bundle_loaded +{added['loaded']} of {expected}": added["loaded"] == expected,
         f"no SQLITE_BUSY or CONFLICT surfaced ({busy})": busy == 0,

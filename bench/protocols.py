@@ -66,7 +66,7 @@ def _bundle_figures(service: Any, base: int, *, quick: bool) -> None:
     fresh = _event_population(template, fresh_count, fresh_count, seed=13)
 
     def compute(event: dict[str, Any]) -> dict[str, Any]:
-        return bundle.compute(conn, event, service.workflows)
+        return bundle.compute(conn, event, service.workflows, service.bundles)
 
     started = time.perf_counter_ns()
     compute(events[0])
@@ -75,7 +75,7 @@ def _bundle_figures(service: Any, base: int, *, quick: bool) -> None:
         compute(event)
     compute_us = _time_each(compute, events)
     fresh_us = _time_each(compute, fresh)
-    check_us = _time_each(lambda _: bundle.compile_store(conn, service.workflows), events)
+    check_us = _time_each(lambda _: service.bundles.compiled(conn, service.workflows), events)
 
     seeds = records.seed_records(conn)
     shaped = [records.bundle_shape(record, seeds) for record in records.read_all(conn)]
@@ -109,7 +109,7 @@ def _bundle_figures(service: Any, base: int, *, quick: bool) -> None:
         {
             "bundle.compute, warm (target)": compute_us,
             "bundle.compute, each event new": fresh_us,
-            "compile_store revision check only": check_us,
+            "cache check only (data_version)": check_us,
             "BundleIndex.match only, warm": match_us,
             "naive_match (baseline)": naive_us,
         },

@@ -43,7 +43,7 @@ class IthacaProject:
 def open_project(path: str | os.PathLike[str] = ".", *, reconcile: bool = True) -> IthacaProject:
     """The project containing ``path``; ``NOT_INITIALISED`` when there is none."""
     found = find_project(path)
-    if found is None or not found.db_path.exists():
+    if found is None or not os.path.exists(found.db_path):
         raise NotFound(
             "NOT_INITIALISED",
             f"no Ithaca project at or above {os.path.abspath(path)}; run `ithaca init`",
@@ -66,12 +66,12 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
         project.blobs_dir,
         project.backups_dir,
     ):
-        if not folder.is_dir():
-            folder.mkdir(parents=True)
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
             made.append(_relative(folder, project.root))
     if _ensure_ignored(project):
         made.append("ignore rule for .ithaca/.runtime/")
-    existed = project.db_path.exists()
+    existed = os.path.exists(project.db_path)
     opened = IthacaProject(project)
     if not existed:
         made.append(_relative(project.db_path, project.root))
@@ -82,10 +82,11 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
 def _ensure_ignored(project: Project) -> bool:
     """Ignore the runtime plane in ``.gitignore``, or ``.git/info/exclude`` when the project
     keeps no ignore file of its own."""
-    gitignore = project.root / ".gitignore"
-    exclude = project.root / ".git" / "info" / "exclude"
+    root = Path(project.root)
+    gitignore = root / ".gitignore"
+    exclude = root / ".git" / "info" / "exclude"
     line = IGNORE_LINE
-    if project.state_root != project.root / ".ithaca":
+    if Path(project.state_root) != root / ".ithaca":
         return False
     for candidate in (gitignore, exclude):
         if candidate.is_file() and line in candidate.read_text(encoding="utf-8").splitlines():
@@ -96,12 +97,9 @@ def _ensure_ignored(project: Project) -> bool:
     existing = target.read_text(encoding="utf-8") if target.is_file() else ""
     if existing and not existing.endswith("\n"):
         existing += "\n"
-    write_atomic(project.root, target.relative_to(project.root).as_posix(), existing + line + "\n")
+    write_atomic(root, target.relative_to(root).as_posix(), existing + line + "\n")
     return True
 
 
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
+def _relative(path: str, root: str) -> str:
+    return os.path.relpath(path, root).replace(os.sep, "/")

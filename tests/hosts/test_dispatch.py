@@ -93,3 +93,17 @@ def test_an_invalid_config_fails_closed_for_mutations_and_prompts(project_dir):
     prompt = json.dumps({"session_id": "s", "cwd": str(project_dir), "prompt": "hi"})
     out, _ = dispatch.run("claude", "UserPromptSubmit", prompt)
     assert json.loads(out)["decision"] == "block"
+
+
+def test_the_installed_hook_command_answers_without_site_packages(project_dir):
+    from ithaca.hosts.install_claude import hook_command
+
+    command = hook_command("PreToolUse")
+    assert " -S " in command
+    done = subprocess.run(
+        command, shell=True, input=_edit(project_dir), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "no admitted prompt" in answer["permissionDecisionReason"]

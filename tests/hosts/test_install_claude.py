@@ -82,7 +82,7 @@ def ithaca_commands(document: dict, event: str) -> list[str]:
         hook["command"]
         for group in document["hooks"].get(event, [])
         for hook in group["hooks"]
-        if "ithaca-hook" in hook["command"]
+        if "ithaca.hosts.main" in hook["command"]
     ]
 
 
@@ -110,7 +110,7 @@ def test_install_adds_every_claude_event_with_an_explicit_timeout(
     assert matchers == {event: "*" if "ToolUse" in event else None for event in EVENTS}
     assert all("matcher" not in hooks[event][0] for event in EVENTS if "ToolUse" not in event)
     assert hooks["Stop"][0]["hooks"] == [
-        {"type": "command", "command": f"{hermetic}/ithaca-hook claude Stop", "timeout": 15}
+        {"type": "command", "command": hook_command("Stop"), "timeout": 15}
     ]
     assert load(root / ".mcp.json") == {
         "mcpServers": {"ithaca": {"command": str(hermetic / "ithaca"), "args": ["mcp"]}}
@@ -180,7 +180,8 @@ def test_reinstall_from_a_moved_interpreter_replaces_only_ithacas_entries_in_pla
     assert str(hermetic) not in json.dumps(merged)
     assert str(hermetic) not in (root / ".mcp.json").read_text()
     pre_tool_use = merged["hooks"]["PreToolUse"]
-    assert pre_tool_use[2]["hooks"][0]["command"] == f"{moved}/ithaca-hook claude PreToolUse"
+    assert pre_tool_use[2]["hooks"][0]["command"] == hook_command("PreToolUse")
+    assert pre_tool_use[2]["hooks"][0]["command"].startswith(f"{moved}/python ")
     assert pre_tool_use[3] == users_later_hook
     assert pre_tool_use[:2] == fixture("settings-user-hooks.json")["hooks"]["PreToolUse"]
     assert all(len(ithaca_commands(merged, event)) == 1 for event in EVENTS)
@@ -404,7 +405,7 @@ def test_manifest_records_every_added_entry_in_canonical_json(
             {
                 "event": spec.event,
                 "matcher": spec.matcher,
-                "command": f"{hermetic}/ithaca-hook claude {spec.event}",
+                "command": hook_command(spec.event),
                 "timeout": spec.timeout,
             }
             for spec in CLAUDE_EVENTS
@@ -450,27 +451,10 @@ def test_hook_command_quotes_an_interpreter_folder_with_spaces(
     folder = make_bin(tmp_path / "my tools" / "bin")
     use_interpreter(monkeypatch, folder)
 
-    assert shlex.split(hook_command("Stop")) == [str(folder / "ithaca-hook"), "claude", "Stop"]
+    words = shlex.split(hook_command("Stop"))
 
-
-def test_hook_command_falls_back_to_path_then_to_the_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    (bare / "python").write_text("")
-    use_interpreter(monkeypatch, bare)
-    assert shlex.split(hook_command("Stop")) == [
-        str(bare / "python"),
-        "-m",
-        "ithaca.hosts.main",
-        "claude",
-        "Stop",
-    ]
-
-    on_path = make_bin(tmp_path / "on-path")
-    monkeypatch.setenv("PATH", str(on_path))
-    assert shlex.split(hook_command("Stop")) == [str(on_path / "ithaca-hook"), "claude", "Stop"]
+    assert words[:3] == [str(folder / "python"), "-S", "-c"]
+    assert words[4:] == ["claude", "Stop"]
 
 
 json_values = st.recursive(

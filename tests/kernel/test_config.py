@@ -59,3 +59,37 @@ def test_user_id_is_only_accepted_in_the_users_own_file(layers):
     with pytest.raises(InvalidInput) as raised:
         config.load(layers[3])
     assert raised.value.code == "INVALID_CONFIG"
+
+
+def test_a_changed_file_is_read_again_after_the_result_was_cached(layers):
+    team, state = layers[1], layers[3]
+    team.write_text("[protocols]\nstrict = false\n")
+    assert config.load(state)["protocols"]["strict"] is False
+    assert (state / ".runtime" / config.CACHE_NAME).is_file()
+    team.write_text("[protocols]\nstrict = true\n\n")
+    assert config.load(state)["protocols"]["strict"] is True
+
+
+def test_a_cached_configuration_is_loaded_without_parsing_toml(layers):
+    import subprocess
+    import sys
+
+    team, state = layers[1], layers[3]
+    team.write_text('[protocols]\nproject_id = "portal"\n')
+    config.load(state)
+    probe = (
+        "import sys\nfrom ithaca.kernel import config\n"
+        f"loaded = config.load({str(state)!r})\n"
+        "print(loaded['protocols']['project_id'], 'tomllib' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.split() == ["portal", "False"]
+
+
+def test_a_broken_file_is_refused_even_when_an_older_result_was_cached(layers):
+    team, state = layers[1], layers[3]
+    team.write_text("[protocols]\nstrict = false\n")
+    config.load(state)
+    team.write_text("[protocols]\nstrict = nope\n")
+    with pytest.raises(InvalidInput):
+        config.load(state)

@@ -10,7 +10,8 @@ import pytest
 from ithaca.kernel import journal
 from ithaca.kernel.errors import Refused
 from ithaca.kernel.migrations import LATEST_VERSION
-from ithaca.kernel.store import Store, connect, split_statements
+from ithaca.kernel.connection import connect
+from ithaca.kernel.store import Store, split_statements
 
 
 @pytest.fixture

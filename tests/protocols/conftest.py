@@ -80,11 +80,11 @@ class Hook:
         return payload
 
     def tool_payload(
-        self, tool: str, tool_input: dict[str, Any], session: str = "s1"
+        self, tool: str, tool_input: dict[str, Any], session: str = "s1", cwd: Path | None = None
     ) -> dict[str, Any]:
         return {
             "session_id": session,
-            "cwd": str(self.root),
+            "cwd": str(cwd or self.root),
             "hook_event_name": "PreToolUse",
             "tool_name": tool,
             "tool_input": tool_input,
@@ -105,11 +105,14 @@ class Hook:
         assert "decision" not in answer, answer
         return self.event_id_of(answer)
 
-    def tool(self, tool: str, tool_input: dict[str, Any], session: str = "s1") -> Answer:
-        return answer_of(self.run("PreToolUse", self.tool_payload(tool, tool_input, session)))
+    def tool(
+        self, tool: str, tool_input: dict[str, Any], session: str = "s1", cwd: Path | None = None
+    ) -> Answer:
+        payload = self.tool_payload(tool, tool_input, session, cwd)
+        return answer_of(self.run("PreToolUse", payload))
 
-    def bash(self, command: str, session: str = "s1") -> Answer:
-        return self.tool("Bash", {"command": command}, session)
+    def bash(self, command: str, session: str = "s1", cwd: Path | None = None) -> Answer:
+        return self.tool("Bash", {"command": command}, session, cwd)
 
     def write(self, path: str, session: str = "s1") -> Answer:
         return self.tool("Write", {"file_path": path, "content": "text\n"}, session)

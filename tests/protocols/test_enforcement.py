@@ -11,6 +11,8 @@ import types
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ithaca.app import open_project
 from ithaca.kernel.clock import parse
@@ -249,6 +251,26 @@ def test_protocol_file_added_after_the_load_is_never_skipped(
     assert "[team.no-deploy]" in after_load.reason
 
 
+def test_broken_protocol_file_denies_mutating_calls_until_it_is_fixed(
+    governed_dir, hook, ready, make_record
+):
+    ready()
+    path = governed_dir / ".ithaca" / "protocols" / "team.review.json"
+    path.write_text('{"id": "team.review", ', encoding="utf-8")
+
+    broken = hook.write("a.txt")
+    reading = hook.tool("Read", {"file_path": "a.txt"})
+    path.write_text(
+        json.dumps(make_record("team.review", selector={"workflow": "chat"})), encoding="utf-8"
+    )
+    fixed = hook.write("a.txt")
+
+    assert broken.decision == "deny"
+    assert "PROTOCOL_FILE_INVALID" in broken.reason
+    assert reading.decision == "allow"
+    assert fixed.decision == "allow"
+
+
 # --- tool classes -------------------------------------------------------------------------
 
 
@@ -279,6 +301,15 @@ def test_ithaca_mcp_calls_get_the_host_session_filled_in(hook):
         "eventId": event_id,
         "session": "s1",
     }
+
+
+def test_ithaca_command_mixed_with_another_command_is_judged_as_a_whole(hook):
+    event_id = hook.admit()
+
+    answer = hook.bash("ithaca protocols list && rm -rf src")
+
+    assert answer.decision == "deny"
+    assert answer.reason == load_reason(event_id)
 
 
 @pytest.mark.parametrize("tool", ["FrobnicateWidget", "mcp__github__create_issue", "Task"])
@@ -582,6 +613,66 @@ def test_constraints_apply_without_strict_mode(hook, rule):
     assert hook.bash("git push").decision == "allow"
 
 
+CONSTRAINT_SHAPES = {
+    "tool-hit": {"kind": "deny_tool", "tools": ["Write"]},
+    "tool-miss": {"kind": "deny_tool", "tools": ["Edit"]},
+    "path-hit": {"kind": "deny_path", "paths": ["*.txt"]},
+    "path-miss": {"kind": "deny_path", "paths": ["*.md"]},
+}
+constraint_lists = st.lists(
+    st.tuples(st.sampled_from(sorted(CONSTRAINT_SHAPES)), st.sampled_from(["deny", "ask"])),
+    max_size=4,
+)
+
+
+@pytest.fixture
+def two_records(rule):
+    """Two constraint-free user records the property test rewrites per example."""
+    rule("team.first")
+    rule("team.second")
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    first=constraint_lists,
+    second=constraint_lists,
+    priorities=st.tuples(st.integers(-1000, 1000), st.integers(-1000, 1000)),
+)
+def test_most_severe_fired_constraint_wins_whatever_the_priorities(
+    first, second, priorities, hook, governed, ready, two_records
+):
+    for protocol_id, chosen, priority in (
+        ("team.first", first, priorities[0]),
+        ("team.second", second, priorities[1]),
+    ):
+        constraints = [
+            dict(CONSTRAINT_SHAPES[shape], effect=effect, reason=f"{shape} {effect}.")
+            for shape, effect in chosen
+        ]
+        governed.protocols.update_protocol(
+            protocol_id, {"constraints": constraints, "priority": priority}, actor="user"
+        )
+    ready()
+
+    answer = hook.write("notes.txt")
+
+    fired = [
+        (protocol_id, f"{shape} {effect}.", effect)
+        for protocol_id, chosen in (("team.first", first), ("team.second", second))
+        for shape, effect in chosen
+        if shape.endswith("-hit")
+    ]
+    effects = {effect for _, _, effect in fired}
+    expected = "deny" if "deny" in effects else "ask" if "ask" in effects else "allow"
+    assert answer.decision == expected
+    if expected != "allow":
+        lines = answer.reason.splitlines()
+        for protocol_id, reason, _ in fired:
+            assert f"[{protocol_id}] {reason}" in lines
+
+
 # --- approvals -----------------------------------------------------------------------------
 
 RELEASE = {"kind": "require_approval", "commands": ["npm publish*"]}
@@ -655,6 +746,78 @@ def test_changed_command_needs_a_new_approval(hook, governed, ready, rule):
     assert changed.decision == "deny"
     assert APPROVE.search(changed.reason).group(1) != approval_id
     assert approval_status(governed, approval_id) == "granted"
+
+
+def test_same_command_from_another_folder_needs_a_new_approval(hook, governed, ready, rule):
+    rule("team.release", RELEASE)
+    ready()
+    approval_id = APPROVE.search(hook.bash("npm publish").reason).group(1)
+    governed.protocols.grant_approval(approval_id)
+    package = hook.root / "packages" / "web"
+    package.mkdir(parents=True)
+
+    elsewhere = hook.bash("npm publish", cwd=package)
+
+    assert elsewhere.decision == "deny"
+    assert APPROVE.search(elsewhere.reason).group(1) != approval_id
+    assert approval_status(governed, approval_id) == "granted"
+
+
+def test_changed_edit_content_needs_a_new_approval(hook, governed, ready, rule):
+    rule("team.changelog", {"kind": "require_approval", "paths": ["CHANGELOG.md"]})
+    ready()
+    edit = {"file_path": "CHANGELOG.md", "old_string": "## 1.0", "new_string": "## 1.1"}
+    approval_id = APPROVE.search(hook.tool("Edit", edit).reason).group(1)
+    governed.protocols.grant_approval(approval_id)
+
+    changed = hook.tool("Edit", dict(edit, new_string="## 2.0"))
+    identical = hook.tool("Edit", edit)
+
+    assert changed.decision == "deny"
+    assert identical.decision == "allow"
+    assert approval_status(governed, approval_id) == "consumed"
+
+
+@pytest.mark.parametrize(
+    ("constraint", "tool", "tool_input"),
+    [
+        (
+            {"kind": "require_approval", "commands": ["terraform apply*"]},
+            "Bash",
+            {"command": "terraform apply -auto-approve"},
+        ),
+        (
+            {"kind": "require_approval", "paths": ["migrations/**"]},
+            "Write",
+            {"file_path": "migrations/0042_drop_users.sql"},
+        ),
+        (
+            {"kind": "require_approval", "tools": ["mcp__stripe__*"]},
+            "mcp__stripe__refund",
+            {"charge": "ch_1"},
+        ),
+    ],
+    ids=["commands", "paths", "tools"],
+)
+def test_require_approval_fires_on_commands_paths_and_tools(
+    constraint, tool, tool_input, hook, governed, ready, rule
+):
+    rule("team.gated", constraint)
+    ready()
+
+    answer = hook.tool(tool, tool_input)
+
+    assert answer.decision == "deny"
+    approval_id = APPROVE.search(answer.reason).group(1)
+    assert governed.protocols.get_approval(approval_id)["protocolIds"] == ["team.gated"]
+
+
+def test_ask_on_claude_stores_no_approval_request(hook, governed, ready, rule):
+    rule("team.confirm", {"kind": "deny_command", "commands": ["npm *"], "effect": "ask"})
+    ready()
+
+    assert hook.bash("npm install").decision == "ask"
+    assert governed.protocols.list_approvals(include_all=True) == []
 
 
 def test_approval_is_bound_to_its_host_session(hook, governed, ready, rule):
@@ -806,6 +969,15 @@ def test_unexpected_exception_still_denies_mutating_calls_and_answers(
     assert hook.tool("Read", {"file_path": "a.txt"}).decision == "allow"
 
 
+def test_missing_store_denies_only_mutating_calls(hook):
+    runtime = hook.root / ".ithaca" / ".runtime"
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (runtime / name).unlink(missing_ok=True)
+
+    assert hook.write("a.txt").decision == "deny"
+    assert hook.tool("Read", {"file_path": "a.txt"}).decision == "allow"
+
+
 def test_invalid_configuration_denies_only_mutating_calls(hook, ready):
     ready()
     hook.configure("[protocols]\nstrickt = false\n")
@@ -939,7 +1111,10 @@ def test_kernel_guard_denies_moving_or_overwriting_state_through_other_commands(
 ):
     ready()
 
-    assert hook.bash(command).decision == "deny", command
+    answer = hook.bash(command)
+
+    assert answer.decision == "deny", command
+    assert ".ithaca" in answer.reason
 
 
 def test_kernel_guard_lets_the_agent_read_state_files(hook, ready):

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -302,8 +303,9 @@ def test_concurrent_opens_of_a_fresh_store_reconcile_the_seeds_once(tmp_path):
     subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
     project = planned_project(root)
     for folder in (project.protocols_dir, project.runtime):
-        folder.mkdir(parents=True, exist_ok=True)
-    Store(project.db_path).close()
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    db_path = Path(project.db_path)
+    Store(db_path).close()
     script = (
         "import sys\n"
         "from ithaca.app import open_project\n"
@@ -324,7 +326,7 @@ def test_concurrent_opens_of_a_fresh_store_reconcile_the_seeds_once(tmp_path):
     errors = [process.communicate("", timeout=120)[1] for process in processes]
 
     assert [p.returncode for p in processes] == [0] * 6, errors
-    conn = sqlite3.connect(project.db_path)
+    conn = sqlite3.connect(db_path)
     try:
         kinds = [row[0] for row in conn.execute("SELECT kind FROM journal ORDER BY seq")]
         base_rows = conn.execute("SELECT count(*) FROM protocols WHERE scope = 'base'").fetchone()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -151,7 +152,7 @@ def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
     from ithaca.kernel.store import Store
 
     found = find_project(ctx.obj["project_path"])
-    if found is None or not found.db_path.exists():
+    if found is None or not os.path.exists(found.db_path):
         fail(NotFound("NOT_INITIALISED", "no Ithaca project here; run `ithaca init`"), as_json)
         return
     with errors_to_exit(as_json):

@@ -21,16 +21,15 @@ import os
 import re
 import sqlite3
 from importlib import import_module
-from pathlib import Path
 from types import ModuleType
 
 from ithaca.kernel import clock, config, markers
 from ithaca.kernel.call import Call
+from ithaca.kernel.connection import connect, write_transaction
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext, Opinion, combine
 from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.project import Project, find_project
-from ithaca.kernel.store import connect, write_transaction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ def _config(project: Project) -> tuple[dict[str, Any], IthacaError | None]:
 
 
 def _open(project: Project) -> tuple[sqlite3.Connection | None, bool]:
-    if not project.db_path.exists():
+    if not os.path.exists(project.db_path):
         return None, False
     conn = connect(project.db_path)
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -119,7 +118,7 @@ def _classify(adapter: ModuleType, ctx: GateContext, cwd: str, settings: dict[st
         tool_name,
         tool_input,
         cwd,
-        project_root=str(ctx.project.root),
+        project_root=ctx.project.root,
         read_only_tools=tuple(settings["protocols"]["read_only_tools"]),
         server_name=settings["protocols"]["mcp_server_name"],
         session_id=ctx.session_id,
@@ -231,5 +230,5 @@ def write_session_env(session_id: str | None, env_file: str | None) -> None:
     """Export ``ITHACA_SESSION_ID`` for the host session's later commands."""
     if not session_id or not env_file:
         return
-    with Path(env_file).open("a", encoding="utf-8") as handle:
+    with open(env_file, "a", encoding="utf-8") as handle:
         handle.write(f"export ITHACA_SESSION_ID={session_id}\n")

@@ -12,7 +12,6 @@ reader could not hold them exactly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 
@@ -25,6 +24,16 @@ if TYPE_CHECKING:
 MAX_SAFE_INTEGER = 2**53 - 1
 
 _escape_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+# CPython's own SHA-256 module, as ``hashlib`` falls back to it: loading OpenSSL through
+# ``hashlib`` is one of the larger costs of a hook process, and digests here are small.
+try:
+    from _sha256 import sha256  # Python 3.11
+except ImportError:
+    try:
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        from hashlib import sha256
 
 
 def canonical(value: Any) -> bytes:
@@ -48,12 +57,12 @@ def canonical_text(value: Any) -> str:
 
 def digest(value: Any) -> str:
     """Lowercase hex SHA-256 of the canonical JSON of ``value``."""
-    return hashlib.sha256(canonical(value)).hexdigest()
+    return sha256(canonical(value)).hexdigest()
 
 
 def digest_bytes(data: bytes) -> str:
     """Lowercase hex SHA-256 of raw bytes (files, blobs, prompts)."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def digest_excluding(value: dict[str, Any], key: str) -> str:

@@ -4,20 +4,25 @@ Precedence, lowest first: ``$ITHACA_HOME/config.toml`` (the user's), ``.ithaca/c
 (tracked, the team's), ``.ithaca/.runtime/config.toml`` (this checkout's). Each part owns a
 section; an unknown section or key is ``INVALID_CONFIG`` so a typo never silently drops a
 rule. Keys that choose an executable are honoured only from the user or local file.
-``tomllib`` is imported only when a file exists, to keep hooks fast.
+
+Hooks load the configuration on every call, and ``tomllib`` (with the ``typing`` module it
+pulls in) is the largest import they would pay for. So the merged, validated result is
+kept in ``.ithaca/.runtime/config.json`` keyed by each file's size and modification time,
+and TOML is parsed only when a file changed.
 """
 
 from __future__ import annotations
 
-import copy
+import json
 import os
-from pathlib import Path
 
-from ithaca.kernel.errors import InvalidInput
+from ithaca.kernel.errors import InvalidInput, IthacaError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+CACHE_NAME = "config.json"
 
 # section -> key -> (accepted types, default)
 SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
@@ -45,41 +50,90 @@ EXECUTABLE_KEYS: frozenset[tuple[str, str]] = frozenset()
 
 def defaults() -> dict[str, Any]:
     config: dict[str, Any] = {
-        section: {key: copy.deepcopy(spec[1]) for key, spec in keys.items()}
+        section: {key: _fresh(spec[1]) for key, spec in keys.items()}
         for section, keys in SCHEMA.items()
     }
     config.update({key: spec[1] for key, spec in USER_KEYS.items()})
     return config
 
 
-def home() -> Path:
-    return Path(os.environ.get("ITHACA_HOME") or Path.home() / ".ithaca")
+def home() -> str:
+    return os.environ.get("ITHACA_HOME") or os.path.join(os.path.expanduser("~"), ".ithaca")
 
 
-def load(state_root: Path | None) -> dict[str, Any]:
+def load(state_root: str | os.PathLike[str] | None) -> dict[str, Any]:
     """The effective configuration: defaults overlaid by each file that exists."""
-    config = defaults()
-    layers: list[tuple[Path, str]] = [(home() / "config.toml", "user")]
+    layers = [(os.path.join(home(), "config.toml"), "user")]
+    cache_path = None
     if state_root is not None:
-        layers.append((state_root / "config.toml", "team"))
-        layers.append((state_root / ".runtime" / "config.toml", "local"))
-    for path, layer in layers:
-        if path.is_file():
-            _overlay(config, _read(path), path, layer)
+        runtime = os.path.join(state_root, ".runtime")
+        layers.append((os.path.join(state_root, "config.toml"), "team"))
+        layers.append((os.path.join(runtime, "config.toml"), "local"))
+        cache_path = os.path.join(runtime, CACHE_NAME)
+    present = [(path, layer, _stamp(path)) for path, layer in layers]
+    present = [entry for entry in present if entry[2] is not None]
+    if not present:
+        return defaults()
+    key = [[path, *stamp] for path, _, stamp in present]
+    cached = _cached(cache_path, key)
+    if cached is not None:
+        return cached
+    config = defaults()
+    for path, layer, _ in present:
+        _overlay(config, _read(path), path, layer)
+    if cache_path is not None:
+        _remember(cache_path, key, config)
     return config
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _fresh(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
+def _cached(cache_path: str | None, key: list[list[Any]]) -> dict[str, Any] | None:
+    if cache_path is None:
+        return None
+    try:
+        with open(cache_path, encoding="utf-8") as handle:
+            stored = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("key") != key:
+        return None
+    config = stored.get("config")
+    return config if isinstance(config, dict) else None
+
+
+def _remember(cache_path: str, key: list[list[Any]], config: dict[str, Any]) -> None:
+    """Best effort: a cache that cannot be written only costs the next call a TOML parse."""
+    from ithaca.kernel.files import write_atomic
+
+    folder, name = os.path.split(cache_path)
+    try:
+        write_atomic(folder, name, json.dumps({"key": key, "config": config}))
+    except (OSError, IthacaError):
+        return
+
+
+def _read(path: str) -> dict[str, Any]:
     import tomllib
 
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             return tomllib.load(handle)
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise _invalid(path, "", f"cannot be read as TOML: {exc}") from exc
 
 
-def _overlay(config: dict[str, Any], data: dict[str, Any], path: Path, layer: str) -> None:
+def _overlay(config: dict[str, Any], data: dict[str, Any], path: str, layer: str) -> None:
     for section, values in data.items():
         if section in USER_KEYS and layer == "user":
             _check_type(path, section, values, USER_KEYS[section][0])
@@ -99,14 +153,14 @@ def _overlay(config: dict[str, Any], data: dict[str, Any], path: Path, layer: st
             config[section][key] = value
 
 
-def _check_type(path: Path, name: str, value: Any, types: tuple[type, ...]) -> None:
+def _check_type(path: str, name: str, value: Any, types: tuple[type, ...]) -> None:
     if isinstance(value, bool) and bool not in types:
         raise _invalid(path, name, "wrong type")
     if not isinstance(value, types):
         raise _invalid(path, name, f"must be {' or '.join(t.__name__ for t in types)}")
 
 
-def _invalid(path: Path, name: str, problem: str) -> InvalidInput:
+def _invalid(path: str, name: str, problem: str) -> InvalidInput:
     return InvalidInput(
         "INVALID_CONFIG", f"{path}: {name or 'file'} {problem}", {"path": str(path), "key": name}
     )

@@ -11,7 +11,6 @@ The protocol ``ithaca.state-off-limits`` tells the agent the rule; this module e
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ithaca.kernel.authority import user_only_command
 from ithaca.kernel.call import Call
@@ -43,13 +42,16 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
             return Opinion(
                 "deny",
                 "STATE_WRITE_DENIED",
-                f"Ithaca: {target} is under {state_root.name}/, which only Ithaca writes. "
+                f"Ithaca: {target} is under {os.path.basename(state_root)}/, which only Ithaca"
+                " writes. "
                 "Change Ithaca state through its tools and commands.",
             )
     database = ctx.project.db_path
     for command in call.commands:
         for word in command.argv[1:]:
-            if "state.db" in word and _inside(_absolute(Path(call.cwd), word), database.parent):
+            if "state.db" in word and _inside(
+                _absolute(call.cwd, word), os.path.dirname(database)
+            ):
                 return Opinion(
                     "deny",
                     "STATE_DB_DENIED",
@@ -58,16 +60,16 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     return ABSTAIN
 
 
-def _allowances(ctx: GateContext) -> list[Path]:
+def _allowances(ctx: GateContext) -> list[str]:
     if ctx.conn is None or ctx.project is None:
         return []
     rows = ctx.conn.execute("SELECT path FROM write_allowances").fetchall()
     return [_absolute(ctx.project.root, row[0]) for row in rows]
 
 
-def _absolute(base: Path, target: str) -> Path:
-    return Path(os.path.normpath(os.path.join(base, target)))
+def _absolute(base: str, target: str) -> str:
+    return os.path.normpath(os.path.join(base, target))
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)

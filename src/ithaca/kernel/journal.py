@@ -8,7 +8,6 @@ journal explains every state and an edit made behind Ithaca's back breaks the ch
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import namedtuple
 
@@ -65,7 +64,7 @@ def append(
 
 
 def chain_hash(prev_hash: str, event: dict[str, Any]) -> str:
-    return hashlib.sha256(prev_hash.encode("ascii") + canon.canonical(event)).hexdigest()
+    return canon.sha256(prev_hash.encode("ascii") + canon.canonical(event)).hexdigest()
 
 
 class ChainProblem(namedtuple("ChainProblem", "seq problem")):

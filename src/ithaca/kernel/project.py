@@ -3,14 +3,15 @@
 ``.ithaca/`` at the repository root is the *state root*: its tracked part is shared
 through Git, its ``.runtime/`` part is checkout-local and ignored. ``ITHACA_DIR``
 overrides the location (tests use it to stay hermetic). Discovery walks up from a
-directory without spawning processes, because hooks do it on every call.
+directory without spawning processes, because hooks do it on every call; paths are
+plain strings because ``pathlib`` (with the ``urllib`` it imports) would be a large part
+of a hook's start-up.
 """
 
 from __future__ import annotations
 
 import os
 from collections import namedtuple
-from pathlib import Path
 
 STATE_DIR_NAME = ".ithaca"
 RUNTIME_DIR_NAME = ".runtime"
@@ -18,7 +19,7 @@ IGNORE_LINE = "/.ithaca/.runtime/"
 
 
 class Project(namedtuple("Project", "root state_root work_root")):
-    """A project's roots.
+    """A project's roots, as absolute paths.
 
     ``root`` is the folder that holds ``.ithaca/``; ``work_root`` is the Git top of the
     directory the caller stands in (a session worktree resolves to the same state root
@@ -28,56 +29,63 @@ class Project(namedtuple("Project", "root state_root work_root")):
     __slots__ = ()
 
     @property
-    def runtime(self) -> Path:
-        return self.state_root / RUNTIME_DIR_NAME
+    def runtime(self) -> str:
+        return os.path.join(self.state_root, RUNTIME_DIR_NAME)
 
     @property
-    def db_path(self) -> Path:
-        return self.runtime / "state.db"
+    def db_path(self) -> str:
+        return os.path.join(self.state_root, RUNTIME_DIR_NAME, "state.db")
 
     @property
-    def blobs_dir(self) -> Path:
-        return self.runtime / "blobs"
+    def blobs_dir(self) -> str:
+        return os.path.join(self.state_root, RUNTIME_DIR_NAME, "blobs")
 
     @property
-    def backups_dir(self) -> Path:
-        return self.runtime / "backups"
+    def backups_dir(self) -> str:
+        return os.path.join(self.state_root, RUNTIME_DIR_NAME, "backups")
 
     @property
-    def protocols_dir(self) -> Path:
-        return self.state_root / "protocols"
+    def protocols_dir(self) -> str:
+        return os.path.join(self.state_root, "protocols")
 
 
 def find_project(start: str | os.PathLike[str]) -> Project | None:
     """The project containing ``start``, or ``None`` when there is no ``.ithaca/``."""
-    here = Path(os.path.abspath(start))
+    here = os.path.abspath(start)
     work_root = git_top(here) or here
     override = os.environ.get("ITHACA_DIR")
     if override:
-        state_root = Path(os.path.realpath(override))
-        if not state_root.is_dir():
+        state_root = os.path.realpath(override)
+        if not os.path.isdir(state_root):
             return None
-        return Project(root=state_root.parent, state_root=state_root, work_root=work_root)
-    for folder in (here, *here.parents):
-        candidate = folder / STATE_DIR_NAME
-        if candidate.is_dir():
-            state_root = Path(os.path.realpath(candidate))
-            return Project(root=state_root.parent, state_root=state_root, work_root=work_root)
+        return Project(os.path.dirname(state_root), state_root, work_root)
+    for folder in _upwards(here):
+        candidate = os.path.join(folder, STATE_DIR_NAME)
+        if os.path.isdir(candidate):
+            state_root = os.path.realpath(candidate)
+            return Project(os.path.dirname(state_root), state_root, work_root)
     return None
 
 
 def planned_project(path: str | os.PathLike[str]) -> Project:
     """The project ``ithaca init`` would create for ``path`` (its Git top, else itself)."""
-    here = Path(os.path.abspath(path))
+    here = os.path.abspath(path)
     root = git_top(here) or here
     override = os.environ.get("ITHACA_DIR")
-    state_root = Path(os.path.abspath(override)) if override else root / STATE_DIR_NAME
-    return Project(root=root, state_root=state_root, work_root=root)
+    state_root = os.path.abspath(override) if override else os.path.join(root, STATE_DIR_NAME)
+    return Project(root, state_root, root)
 
 
-def git_top(start: Path) -> Path | None:
+def git_top(start: str) -> str | None:
     """The nearest folder at or above ``start`` that holds ``.git`` (a folder or a file)."""
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+    for folder in _upwards(start):
+        if os.path.exists(os.path.join(folder, ".git")):
             return folder
     return None
+
+
+def _upwards(folder: str) -> list[str]:
+    chain = [folder]
+    while (parent := os.path.dirname(chain[-1])) != chain[-1]:
+        chain.append(parent)
+    return chain

@@ -759,6 +759,8 @@ def _command_targets(command: SimpleCommand) -> list[str]:
     if program in _COPY_VALUES:
         operands, options = _operands(args, _COPY_VALUES[program], frozenset({"--suffix"}))
         named = [value for name, value in options if name in ("-t", "--target-directory")]
+        if program == "mv":
+            return named + operands  # a move also removes its sources
         if named:
             return named
         if program == "install" and any(name in ("-d", "--directory") for name, _ in options):
@@ -768,11 +770,27 @@ def _command_targets(command: SimpleCommand) -> list[str]:
         return operands[-1:]
     if program in _OPERAND_VALUES:
         return _operand_targets(program, args)
+    if program == "dd":
+        return [arg[3:] for arg in args if arg.startswith("of=")]
+    if program == "git":
+        return _git_targets(args)
     if program == "sed":
         return _sed_files(args)
     if program == "perl":
         return _perl_files(args)
     return []
+
+
+def _git_targets(args: tuple[str, ...]) -> list[str]:
+    """Paths that ``git checkout|restore|rm|mv`` overwrite or remove in the work tree."""
+    words = [arg for arg in args if not arg.startswith("-")]
+    if not words or words[0] not in ("checkout", "restore", "rm", "mv"):
+        return []
+    if "--" in args:
+        return list(args[args.index("--") + 1 :])
+    if words[0] == "checkout":
+        return words[2:]  # ``checkout BRANCH`` alone moves HEAD; paths follow a tree-ish
+    return words[1:]
 
 
 def _operand_targets(program: str, args: tuple[str, ...]) -> list[str]:

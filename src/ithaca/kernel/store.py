@@ -2,9 +2,8 @@
 
 Why these choices: several processes (hooks, the MCP server, the CLI) share one file, so
 WAL lets readers run beside the writer and ``busy_timeout`` makes writers queue instead
-of failing. A deferred transaction that reads and then writes fails at once with
-``SQLITE_BUSY_SNAPSHOT`` whatever the timeout, so every write transaction starts with
-``BEGIN IMMEDIATE``. Connections are per thread because the MCP SDK runs synchronous
+of failing (``kernel.connection`` sets the pragmas and owns the write transaction).
+Connections are per thread because the MCP SDK runs synchronous
 tools on worker threads. Migrations run on open in CLI and MCP processes, after a
 backup of an existing database; hooks never migrate (they report
 ``STATE_NEEDS_MIGRATION`` instead).
@@ -12,24 +11,34 @@ backup of an existing database; hooks never migrate (they report
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from ithaca.kernel import clock, journal
-from ithaca.kernel.errors import Conflict, Corrupt, Refused
+from ithaca.kernel.connection import connect, write_transaction
+from ithaca.kernel.errors import Refused
 from ithaca.kernel.migrations import LATEST_VERSION, MIGRATIONS
 
-BUSY_TIMEOUT_MS = 5000
+# How long a CLI or MCP write keeps queueing for the lock. SQLite's busy handler sleeps
+# with growing pauses and is not fair, so under heavy contention one writer can wait out
+# ``busy_timeout`` while others get through; such a writer simply asks again.
+WRITE_PATIENCE_S = 30.0
 
 
 class Store:
     """A handle on ``state.db`` that hands each thread its own connection."""
 
-    def __init__(self, path: Path, *, backups_dir: Path | None = None, migrate: bool = True):
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        backups_dir: str | os.PathLike[str] | None = None,
+        migrate: bool = True,
+    ):
+        self.path = os.fspath(path)
         self.backups_dir = backups_dir
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -50,7 +59,7 @@ class Store:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error."""
         conn = self.connection()
-        with write_transaction(conn):
+        with write_transaction(conn, patience_s=WRITE_PATIENCE_S):
             yield conn
 
     @contextmanager
@@ -100,12 +109,12 @@ class Store:
                 )
         return applied
 
-    def backup(self, label: str) -> Path:
+    def backup(self, label: str) -> str:
         """A consistent copy of the database through SQLite's online backup API."""
-        folder = self.backups_dir or self.path.parent / "backups"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = os.fspath(self.backups_dir or os.path.join(os.path.dirname(self.path), "backups"))
+        os.makedirs(folder, exist_ok=True)
         stamp = clock.now().replace(":", "").replace("-", "").replace(".", "")
-        target = folder / f"state-{label}-{stamp}.db"
+        target = os.path.join(folder, f"state-{label}-{stamp}.db")
         with sqlite3.connect(target) as copy:
             self.connection().backup(copy)
         copy.close()
@@ -117,45 +126,6 @@ class Store:
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
-
-
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """A connection with Ithaca's pragmas; autocommit so transactions are explicit."""
-    try:
-        if readonly:
-            conn = sqlite3.connect(
-                f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-            )
-        else:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if readonly:
-            conn.execute("PRAGMA query_only = ON")
-        else:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as exc:
-        raise Corrupt(
-            "STATE_UNREADABLE", f"cannot open {path}: {exc}", {"path": str(path)}
-        ) from exc
-    return conn
-
-
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        raise Conflict(
-            "CONFLICT", f"the store stayed busy: {exc}", {"reason": "store_busy"}
-        ) from exc
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def split_statements(script: str) -> list[str]:

@@ -1,9 +1,11 @@
 """Bundles: the protocols that apply to one admitted event, in order, with a digest.
 
 Matching runs on a compiled index (see ``matcher.BundleIndex``) that is rebuilt only when
-the store's ``revision`` moves, so a long-lived process pays one ``SELECT`` per lookup.
-Compiling re-verifies every row; any corrupt row or broken protocol file fails every
-lookup instead of silently dropping or widening a rule.
+the store's ``revision`` moves. A long-lived process keeps it in a ``BundleCache``, which
+asks SQLite whether anything was committed at all before reading the revision, so a
+warm lookup costs one pragma and the index match. Compiling re-verifies every row; any
+corrupt row or broken protocol file fails every lookup instead of silently dropping or
+widening a rule.
 """
 
 from __future__ import annotations
@@ -26,32 +28,49 @@ class Compiled(namedtuple("Compiled", "revision index")):
     __slots__ = ()
 
 
-_compiled: dict[tuple[str, frozenset[str]], Compiled] = {}
+class BundleCache:
+    """The compiled index of one store, reused while nothing was committed.
+
+    ``PRAGMA data_version`` moves when another connection commits and a connection's
+    ``total_changes`` when it writes itself; while both stay put, the store is as it was.
+    Connections are told apart by identity, so the cache must not outlive its store's
+    connections (a service owns both).
+    """
+
+    def __init__(self) -> None:
+        self._compiled: Compiled | None = None
+        self._markers: dict[int, tuple[int, int]] = {}
+
+    def compiled(self, conn: sqlite3.Connection, workflows: frozenset[str]) -> Compiled:
+        marker = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        if self._compiled is not None and self._markers.get(id(conn)) == marker:
+            return self._compiled
+        self._compiled = compile_store(conn, workflows, self._compiled)
+        self._markers[id(conn)] = marker
+        return self._compiled
 
 
 def revision(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT revision FROM protocol_state").fetchone()[0])
 
 
-def compile_store(conn: sqlite3.Connection, workflows: frozenset[str]) -> Compiled:
-    """The verified index of the enabled protocols, cached per database and revision."""
+def compile_store(
+    conn: sqlite3.Connection, workflows: frozenset[str], previous: Compiled | None = None
+) -> Compiled:
+    """The verified index of the enabled protocols (``previous`` if the revision held)."""
     error = reconcile.file_error(conn)
     if error is not None:
         raise error
-    key = (_database_name(conn), workflows)
     current = revision(conn)
-    cached = _compiled.get(key)
-    if cached is not None and cached.revision == current:
-        return cached
+    if previous is not None and previous.revision == current:
+        return previous
     seeds = records.seed_records(conn)
     shaped = []
     for record in records.read_all(conn):
         records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
         if record["enabled"]:
             shaped.append(records.bundle_shape(record, seeds))
-    compiled = Compiled(current, matcher.BundleIndex(shaped))
-    _compiled[key] = compiled
-    return compiled
+    return Compiled(current, matcher.BundleIndex(shaped))
 
 
 def compute_after_files(
@@ -96,10 +115,13 @@ def compute_after_files(
 
 
 def compute(
-    conn: sqlite3.Connection, event: dict[str, Any], workflows: frozenset[str]
+    conn: sqlite3.Connection,
+    event: dict[str, Any],
+    workflows: frozenset[str],
+    cache: BundleCache | None = None,
 ) -> dict[str, Any]:
     """The bundle of an event (without ``loadedAt``); writes nothing."""
-    compiled = compile_store(conn, workflows)
+    compiled = cache.compiled(conn, workflows) if cache else compile_store(conn, workflows)
     values = matcher.selector_values(event)
     protocols, digest = compiled.index.match(values)
     return {
@@ -110,7 +132,3 @@ def compute(
         "selectorValues": values,
     }
 
-
-def _database_name(conn: sqlite3.Connection) -> str:
-    row = conn.execute("PRAGMA database_list").fetchone()
-    return str(row[2])

@@ -8,7 +8,6 @@ triggers refuse UPDATE and DELETE), and only a digest and length of the prompt a
 
 from __future__ import annotations
 
-import getpass
 import json
 import re
 import sqlite3
@@ -48,6 +47,8 @@ def actor_id(config: dict[str, Any]) -> str:
     configured = config.get("user_id")
     if configured:
         return str(configured)
+    import getpass  # only when no user_id is configured: it pulls in contextlib and warnings
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):

@@ -17,7 +17,6 @@ equal.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
 from ithaca.kernel import canon
@@ -138,7 +137,7 @@ class BundleIndex:
             positions.append(lowest.bit_length() - 1)
             rest ^= lowest
         body = ",".join(self._parts[position] for position in positions)
-        digest = hashlib.sha256(f"[{body}]".encode()).hexdigest()
+        digest = canon.sha256(f"[{body}]".encode()).hexdigest()
         found = (tuple(self._records[position] for position in positions), digest)
         if len(self._memo) >= MEMO_LIMIT:
             self._memo.clear()

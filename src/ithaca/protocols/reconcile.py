@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from pathlib import Path
 
 from ithaca.kernel import canon, journal, states
 from ithaca.kernel.errors import Conflict, Corrupt, IthacaError
@@ -104,7 +103,7 @@ def reconcile_seeds(conn: sqlite3.Connection) -> dict[str, Any] | None:
     return report
 
 
-def files_listing(folder: Path) -> list[list[Any]]:
+def files_listing(folder: str) -> list[list[Any]]:
     """``[name, size, mtime_ns]`` of each protocol file, sorted; empty without a folder."""
     try:
         entries = list(os.scandir(folder))
@@ -119,7 +118,7 @@ def files_listing(folder: Path) -> list[list[Any]]:
     return listing
 
 
-def files_changed(conn: sqlite3.Connection, folder: Path) -> bool:
+def files_changed(conn: sqlite3.Connection, folder: str) -> bool:
     _, _, state = stored_state(conn)
     return state.get("listing") != files_listing(folder)
 
@@ -135,7 +134,7 @@ def file_error(conn: sqlite3.Connection) -> IthacaError | None:
 
 
 def reconcile_files(
-    conn: sqlite3.Connection, folder: Path, project_root: Path, workflows: frozenset[str]
+    conn: sqlite3.Connection, folder: str, project_root: str, workflows: frozenset[str]
 ) -> dict[str, Any] | None:
     """Apply the protocol files; the caller holds the write transaction.
 
@@ -208,7 +207,7 @@ def _remember(
 
 
 def read_files(
-    conn: sqlite3.Connection, folder: Path, project_root: Path, workflows: frozenset[str]
+    conn: sqlite3.Connection, folder: str, project_root: str, workflows: frozenset[str]
 ) -> tuple[dict[str, tuple[dict[str, Any], str]], str]:
     """Every protocol file validated, by id (``(record, path)``), and the files' digest;
     raises ``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT`` for a broken one."""
@@ -219,9 +218,10 @@ def read_files(
         pid for (pid,) in conn.execute("SELECT id FROM protocols WHERE source = 'sqlite'")
     }
     for name, _, _ in files_listing(folder):
-        path = folder / name
-        rel_path = path.relative_to(project_root).as_posix()
-        data = path.read_bytes()
+        path = os.path.join(folder, name)
+        rel_path = os.path.relpath(path, project_root).replace(os.sep, "/")
+        with open(path, "rb") as handle:
+            data = handle.read()
         digests.append({"path": rel_path, "sha256": canon.digest_bytes(data)})
         try:
             raw = json.loads(data)

@@ -8,7 +8,6 @@ terminal before it calls a user-only operation, the MCP server exposes none of t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ithaca.kernel import clock, journal, states
@@ -46,6 +45,7 @@ class ProtocolsService:
         self.store = store
         self.config = config
         self.workflows = events.known_workflows(config)
+        self.bundles = bundle.BundleCache()
 
     # --- reconciliation -------------------------------------------------------
 
@@ -123,7 +123,7 @@ class ProtocolsService:
         """The bundle an event would get, without recording a load."""
         conn = self.store.connection()
         event = events.fetch(conn, _require_event_id(event_id))
-        computed = bundle.compute(conn, event, self.workflows)
+        computed = bundle.compute(conn, event, self.workflows, self.bundles)
         return _with_loaded_at(computed, clock.now())
 
     def load_protocols(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +145,7 @@ class ProtocolsService:
         event = events.fetch(conn, event_id)
         self.reconcile()
         with self.store.write() as tx:
-            computed = bundle.compute(tx, event, self.workflows)
+            computed = bundle.compute(tx, event, self.workflows, self.bundles)
             loaded_at = clock.now()
             payload = {
                 "eventId": event_id,
@@ -437,10 +437,6 @@ class ProtocolsService:
                 "record": records.hashed_view(stored),
             },
         )
-
-    @property
-    def protocols_dir(self) -> Path:
-        return self.project.protocols_dir
 
 
 def _require_event_id(event_id: Any) -> str:

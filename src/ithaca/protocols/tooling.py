@@ -16,6 +16,7 @@ people to ignore lint.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -169,7 +170,7 @@ def parse_fixtures(text: str) -> Any:
 def run_fixtures(service: ProtocolsService, fixtures: Any) -> dict[str, Any]:
     """Run fixture cases in memory against the current store (reference §10)."""
     cases = _check_fixtures(fixtures, service)
-    compiled = bundle.compile_store(service.store.connection(), service.workflows)
+    compiled = service.bundles.compiled(service.store.connection(), service.workflows)
     results = [_run_case(case, compiled, service) for case in cases]
     failed = sum(1 for result in results if not result["passed"])
     return {"passed": failed == 0, "total": len(results), "failed": failed, "cases": results}
@@ -215,7 +216,7 @@ def _run_action(
         action["tool"],
         action["input"],
         action["cwd"],
-        project_root=str(service.project.root),
+        project_root=service.project.root,
         read_only_tools=tuple(settings["read_only_tools"]),
         server_name=settings["mcp_server_name"],
     )
@@ -379,7 +380,7 @@ def _check_action(raw: Any, pointer: str, service: ProtocolsService) -> dict[str
     return {
         "tool": action["tool"],
         "input": tool_input,
-        "cwd": str(service.project.root / cwd),
+        "cwd": os.path.join(service.project.root, cwd),
         "states": given_states,
         "approved": approved,
         "host": host,

@@ -1,0 +1,76 @@
+"""Opening SQLite the way Ithaca needs it, and one write transaction.
+
+Every connection gets WAL, a busy timeout, foreign keys and ``synchronous=NORMAL``;
+every write starts with ``BEGIN IMMEDIATE`` (a deferred transaction that reads and then
+writes fails at once with ``SQLITE_BUSY_SNAPSHOT`` whatever the timeout). Hooks use this
+module directly, so it imports nothing beyond ``sqlite3`` and ``time``: no threading, no
+contextlib.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from ithaca.kernel.errors import Conflict, Corrupt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection with Ithaca's pragmas; autocommit so transactions are explicit."""
+    try:
+        if readonly:
+            conn = sqlite3.connect(
+                f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
+        else:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as exc:
+        raise Corrupt(
+            "STATE_UNREADABLE", f"cannot open {path}: {exc}", {"path": str(path)}
+        ) from exc
+    return conn
+
+
+class write_transaction:  # noqa: N801 - used like the context manager function it replaces
+    """``with write_transaction(conn):`` — ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on
+    any error; asks again for the lock until ``patience_s`` has passed."""
+
+    __slots__ = ("conn", "patience_s")
+
+    def __init__(self, conn: sqlite3.Connection, *, patience_s: float = 0.0):
+        self.conn = conn
+        self.patience_s = patience_s
+
+    def __enter__(self) -> sqlite3.Connection:
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return self.conn
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise Conflict(
+                        "CONFLICT", f"the store stayed busy: {exc}", {"reason": "store_busy"}
+                    ) from exc
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
