@@ -21,7 +21,7 @@ def layers(tmp_path, monkeypatch):
 def test_defaults_apply_without_any_file(layers):
     loaded = config.load(layers[3])
     assert loaded["protocols"]["strict"] is True
-    assert loaded["protocols"]["default_workflow"] == "coding"
+    assert loaded["protocols"]["default_workflow"] is None  # the coding fallback applies
     assert loaded["protocols"]["approval_ttl_seconds"] == 900
 
 

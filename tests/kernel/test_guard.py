@@ -68,3 +68,22 @@ def test_writes_elsewhere_and_reads_of_state_files_pass(project_dir, ctx):
         ("Bash", {"command": "ithaca protocols list --json"}),
     ]:
         assert decide(_call(project_dir, tool, tool_input), ctx).effect == "abstain"
+
+
+def test_the_users_ithaca_settings_are_off_limits(project_dir, ctx):
+    import os
+
+    settings = os.path.join(os.environ["ITHACA_HOME"], "config.toml")
+    for tool, tool_input in [
+        ("Write", {"file_path": settings, "content": "[protocols]\nstrict = false\n"}),
+        ("Bash", {"command": f"echo 'strict = false' >> {settings}"}),
+    ]:
+        opinion = decide(_call(project_dir, tool, tool_input), ctx)
+        assert opinion.code == "STATE_WRITE_DENIED", tool
+
+
+def test_git_clean_of_ignored_files_is_denied_but_a_plain_clean_is_not(project_dir, ctx):
+    for command in ("git clean -fdx", "git clean -f -X", "cd sub && git clean -xfd"):
+        (project_dir / "sub").mkdir(exist_ok=True)
+        assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "deny"
+    assert decide(_call(project_dir, "Bash", {"command": "git clean -fd"}), ctx).effect != "deny"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ithaca.app import open_project
+from ithaca.kernel import canon
 from ithaca.kernel.errors import Conflict, Corrupt, NotFound, Refused
 from ithaca.kernel.project import planned_project
 from ithaca.kernel.store import Store
@@ -339,14 +340,12 @@ def test_concurrent_opens_of_a_fresh_store_reconcile_the_seeds_once(tmp_path):
 def test_retired_seed_is_removed_and_its_override_orphaned(governed_dir, governed, journaled):
     governed.protocols.create_protocol(override_of(PROGRESS), actor="user", override=True)
     kept = tuple(s for s in seeds.BASE_PROTOCOLS if s["id"] not in (PROGRESS, ULYSSES))
+    kept_digest = canon.digest(sorted(kept, key=lambda seed: seed["id"]))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(seeds, "BASE_PROTOCOLS", kept)
-        seeds.seed_set_digest.cache_clear()
-        try:
-            reopened = open_project(governed_dir)
-            reopened.close()
-        finally:
-            seeds.seed_set_digest.cache_clear()
+        patch.setattr(seeds, "seed_set_digest", lambda: kept_digest)
+        reopened = open_project(governed_dir)
+        reopened.close()
 
     report = journaled("protocols.seeds_reconciled")[-1]["payload"]
     assert report["removed"] == [ULYSSES]

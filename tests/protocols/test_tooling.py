@@ -130,7 +130,7 @@ def test_explain_shows_where_each_selector_value_came_from(service: ProtocolsSer
         "userId": "user",
         "clientId": "default",
         "projectId": "default",
-        "workflow": "config",
+        "workflow": "default",
         "task": "caller",
     }
 

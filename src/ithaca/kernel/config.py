@@ -29,7 +29,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
     "protocols": {
         "project_id": ((str,), None),
         "client_id": ((str,), None),
-        "default_workflow": ((str,), "coding"),
+        "default_workflow": ((str,), None),
         "default_task": ((str,), None),
         "workflows": ((list,), []),
         "strict": ((bool,), True),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from ithaca.kernel import config
 from ithaca.kernel.authority import user_only_command
 from ithaca.kernel.call import Call
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
@@ -35,17 +36,30 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
                 "Show the user the exact command and wait; never run it yourself.",
             )
     state_root = ctx.project.state_root
+    user_settings = os.path.realpath(config.home())
     allowed = _allowances(ctx)
     for target in call.write_targets:
         path = _absolute(ctx.project.root, target)
+        if _inside(path, user_settings):
+            return Opinion(
+                "deny",
+                "STATE_WRITE_DENIED",
+                f"Ithaca: {target} is in the user's Ithaca settings, which only the user edits.",
+            )
         if _inside(path, state_root) and not any(_inside(path, a) for a in allowed):
             return Opinion(
                 "deny",
                 "STATE_WRITE_DENIED",
                 f"Ithaca: {target} is under {os.path.basename(state_root)}/, which only Ithaca"
-                " writes. "
-                "Change Ithaca state through its tools and commands.",
+                " writes. Change Ithaca state through its tools and commands.",
             )
+    if any(_cleans_ignored_files(command.argv) for command in call.commands):
+        return Opinion(
+            "deny",
+            "STATE_WRITE_DENIED",
+            "Ithaca: `git clean -x` would delete .ithaca/.runtime/ (Ithaca's state, which Git"
+            " ignores). Clean without -x, or ask the user.",
+        )
     database = ctx.project.db_path
     for command in call.commands:
         for word in command.argv[1:]:
@@ -58,6 +72,16 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
                     "Ithaca: the state database is off limits; use Ithaca's tools.",
                 )
     return ABSTAIN
+
+
+def _cleans_ignored_files(argv: tuple[str, ...]) -> bool:
+    words = [word for word in argv[1:] if not word.startswith("-")]
+    if not argv or argv[0].rsplit("/", 1)[-1] != "git" or words[:1] != ["clean"]:
+        return False
+    return any(
+        word.startswith("-") and not word.startswith("--") and ("x" in word or "X" in word)
+        for word in argv
+    )
 
 
 def _allowances(ctx: GateContext) -> list[str]:

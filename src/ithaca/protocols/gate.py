@@ -178,8 +178,6 @@ def _decide_enforcement(call: Call, ctx: GateContext) -> Opinion:
 
 
 def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
-    if call.tool_class == "ithaca":
-        return Opinion("allow")
     conn = ctx.conn
     if conn is None:
         raise IthacaError("STATE_UNREADABLE", "state.db is missing; run `ithaca init`")
@@ -190,6 +188,9 @@ def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
         " FROM protocol_sessions WHERE host_session_id = ?",
         (ctx.session_id,),
     ).fetchone()
+    if call.tool_class == "ithaca":
+        scratch["eventId"] = session[0] if session else None
+        return Opinion("allow")
     if session is None or session[0] is None:
         if strict and call.mutating:
             return Opinion(
