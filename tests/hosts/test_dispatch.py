@@ -35,7 +35,10 @@ def test_outside_a_project_every_hook_abstains(tmp_path):
 
 def test_unreadable_hook_input_inside_a_project_blocks_with_exit_2(project_dir):
     done = subprocess.run(
-        [HOOK, "claude", "PreToolUse"], input="{not json", capture_output=True, text=True,
+        [HOOK, "claude", "PreToolUse"],
+        input="{not json",
+        capture_output=True,
+        text=True,
         cwd=project_dir,
     )
     assert done.returncode == 2
@@ -63,7 +66,10 @@ def test_session_start_exports_the_session_id_to_the_env_file(project_dir, tmp_p
     env_file = tmp_path / "claude.env"
     payload = json.dumps({"session_id": "sess-9", "cwd": str(project_dir), "source": "startup"})
     done = subprocess.run(
-        [HOOK, "claude", "SessionStart"], input=payload, capture_output=True, text=True,
+        [HOOK, "claude", "SessionStart"],
+        input=payload,
+        capture_output=True,
+        text=True,
         env={"CLAUDE_ENV_FILE": str(env_file), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0
@@ -80,8 +86,12 @@ def test_an_older_schema_denies_mutating_calls_until_repaired(project_dir):
     assert answer["permissionDecision"] == "deny"
     assert "ithaca doctor --repair" in answer["permissionDecisionReason"]
     read = json.dumps(
-        {"session_id": "s", "cwd": str(project_dir), "tool_name": "Read",
-         "tool_input": {"file_path": "a.py"}}
+        {
+            "session_id": "s",
+            "cwd": str(project_dir),
+            "tool_name": "Read",
+            "tool_input": {"file_path": "a.py"},
+        }
     )
     assert dispatch.run("claude", "PreToolUse", read) == ("", 0)
 

@@ -27,9 +27,7 @@ def _hook_modules() -> list[str]:
 
 def _loaded_after(code: str) -> set[str]:
     probe = code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return {name.split(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
 
 

@@ -14,8 +14,13 @@ from ithaca.kernel.project import find_project
 def ctx(project_dir):
     project = find_project(project_dir)
     return GateContext(
-        host="claude", event="PreToolUse", payload={}, project=project, config={},
-        conn=None, session_id="s1",
+        host="claude",
+        event="PreToolUse",
+        payload={},
+        project=project,
+        config={},
+        conn=None,
+        session_id="s1",
     )
 
 

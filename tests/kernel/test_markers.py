@@ -26,8 +26,13 @@ def test_default_is_a_marker_value():
 
 @pytest.mark.parametrize(
     "text",
-    ["::workflow\nhi", "::workflow Coding\nhi", "::flow coding\nhi", "::workflow a b\nhi",
-     "::workflow coding\n::workflow chat\nhi"],
+    [
+        "::workflow\nhi",
+        "::workflow Coding\nhi",
+        "::flow coding\nhi",
+        "::workflow a b\nhi",
+        "::workflow coding\n::workflow chat\nhi",
+    ],
 )
 def test_a_malformed_or_repeated_marker_is_refused(text):
     with pytest.raises(InvalidInput) as raised:

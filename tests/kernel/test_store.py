@@ -8,9 +8,9 @@ import threading
 import pytest
 
 from ithaca.kernel import journal
+from ithaca.kernel.connection import connect
 from ithaca.kernel.errors import Refused
 from ithaca.kernel.migrations import LATEST_VERSION
-from ithaca.kernel.connection import connect
 from ithaca.kernel.store import Store, split_statements
 
 

@@ -657,7 +657,9 @@ def test_lint_reports_a_corrupt_row_instead_of_failing(service: ProtocolsService
 
 
 def test_lint_reports_a_broken_protocol_file_as_an_error(service: ProtocolsService) -> None:
-    (Path(service.project.protocols_dir) / "team.broken.json").write_text("{ not json", encoding="utf-8")
+    (Path(service.project.protocols_dir) / "team.broken.json").write_text(
+        "{ not json", encoding="utf-8"
+    )
     service.reconcile()
 
     findings = tooling.lint(service)

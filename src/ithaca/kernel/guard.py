@@ -63,9 +63,7 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     database = ctx.project.db_path
     for command in call.commands:
         for word in command.argv[1:]:
-            if "state.db" in word and _inside(
-                _absolute(call.cwd, word), os.path.dirname(database)
-            ):
+            if "state.db" in word and _inside(_absolute(call.cwd, word), os.path.dirname(database)):
                 return Opinion(
                     "deny",
                     "STATE_DB_DENIED",

@@ -131,4 +131,3 @@ def compute(
         "digest": digest,
         "selectorValues": values,
     }
-

@@ -236,4 +236,3 @@ SEED_SET_DIGEST = "c3fdf8806db7502f196def86aedff1c81c635c05a1ef9c5cbd1a8e57d324e
 def seed_set_digest() -> str:
     """The digest of the shipped base set, sorted by id; reconciliation's fast-path key."""
     return SEED_SET_DIGEST
-
