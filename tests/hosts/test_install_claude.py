@@ -17,7 +17,6 @@ from ithaca.hosts.install_claude import (
     CLAUDE_EVENTS,
     hook_command,
     install,
-    installed_server_name,
     uninstall,
 )
 from ithaca.kernel.canon import canonical
@@ -27,6 +26,12 @@ from ithaca.kernel.errors import Conflict, InvalidInput
 FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 EVENTS = [spec.event for spec in CLAUDE_EVENTS]
 
+
+
+def manifest_server(root: Path) -> str | None:
+    """The server name the install manifest records, or None without a manifest."""
+    path = root / ".ithaca" / ".runtime" / "installs" / "claude.json"
+    return json.loads(path.read_text())["serverName"] if path.is_file() else None
 
 def make_bin(folder: Path) -> Path:
     """A folder holding an interpreter and Ithaca's two console scripts, like a venv's bin."""
@@ -291,7 +296,7 @@ def test_another_server_name_installs_beside_the_users_servers_and_uninstalls_cl
     servers = load(root / ".mcp.json")["mcpServers"]
     assert list(servers) == ["github", "ithaca", "ithaca-kernel"]
     assert servers["ithaca-kernel"] == {"command": str(hermetic / "ithaca"), "args": ["mcp"]}
-    assert installed_server_name(root) == "ithaca-kernel"
+    assert manifest_server(root) == "ithaca-kernel"
 
     uninstall(root)
 
@@ -306,7 +311,7 @@ def test_reinstalling_under_a_new_server_name_moves_ithacas_entry(tmp_path: Path
 
     assert list(load(root / ".mcp.json")["mcpServers"]) == ["governance"]
     assert "mcp server ithaca" in report.removed
-    assert installed_server_name(root) == "governance"
+    assert manifest_server(root) == "governance"
 
 
 @pytest.mark.parametrize(
@@ -347,7 +352,7 @@ def test_uninstall_refuses_malformed_settings_and_keeps_the_manifest(tmp_path: P
 
     assert refusal.value.code == "INVALID_SETTINGS"
     assert "ithaca" in load(root / ".mcp.json")["mcpServers"]
-    assert installed_server_name(root) == "ithaca"
+    assert manifest_server(root) == "ithaca"
 
 
 def test_an_empty_settings_file_reads_as_no_settings(tmp_path: Path) -> None:
@@ -415,24 +420,16 @@ def test_manifest_records_every_added_entry_in_canonical_json(
     assert not (root / ".ithaca").exists()
 
 
-def test_installed_server_name_follows_install_and_uninstall(tmp_path: Path) -> None:
+def test_the_manifest_names_the_server_until_uninstall(tmp_path: Path) -> None:
     root = project_with(tmp_path)
-    assert installed_server_name(root) is None
+    assert manifest_server(root) is None
 
     install(root, server_name="ithaca_dev")
-    assert installed_server_name(root) == "ithaca_dev"
+    assert manifest_server(root) == "ithaca_dev"
     assert (root / ".ithaca" / ".runtime" / "installs" / "claude.json").is_file()
 
     uninstall(root)
-    assert installed_server_name(root) is None
-
-
-def test_installed_server_name_is_none_when_the_manifest_is_unreadable(tmp_path: Path) -> None:
-    root = project_with(tmp_path)
-    install(root)
-    (root / ".ithaca" / ".runtime" / "installs" / "claude.json").write_text("{")
-
-    assert installed_server_name(root) is None
+    assert manifest_server(root) is None
 
 
 def test_a_server_name_that_cannot_prefix_tool_names_is_refused(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def test_every_host_shell_tool_is_parsed(project, tool):
     assert result.write_targets == ("src/x",)
 
 
-def test_the_ithaca_class_follows_the_installed_server_name(project):
+def test_the_ithaca_class_follows_the_configured_server_name(project):
     assert call(project, "mcp__gov__ulysses", {}, server_name="gov").tool_class == "ithaca"
     assert call(project, "mcp__ithaca__ulysses", {}, server_name="gov").tool_class == "mcp"
 

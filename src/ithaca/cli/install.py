@@ -8,15 +8,15 @@ from typing import Any
 import click
 
 from ithaca.cli.output import console, errors_to_exit, json_option, show
+from ithaca.kernel.project import Project
 
 HOSTS = ("claude",)
 
 
-def _root(ctx: click.Context) -> Path:
+def _project(ctx: click.Context) -> Project:
     from ithaca.kernel.project import find_project, planned_project
 
-    found = find_project(ctx.obj["project_path"])
-    return (found or planned_project(ctx.obj["project_path"])).root
+    return find_project(ctx.obj["project_path"]) or planned_project(ctx.obj["project_path"])
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -35,9 +35,13 @@ def _render(report: dict[str, Any]) -> None:
 def install(ctx: click.Context, host: str, as_json: bool) -> None:
     """Register Ithaca's hooks and MCP server with a host, keeping your own settings."""
     from ithaca.hosts import install_claude
+    from ithaca.kernel import config
 
+    project = _project(ctx)
     with errors_to_exit(as_json):
-        report = install_claude.install(_root(ctx)).to_dict()
+        # The MCP server, the hooks and the installer all take the name from configuration.
+        name = config.load(project.state_root)["protocols"]["mcp_server_name"]
+        report = install_claude.install(Path(project.root), server_name=name).to_dict()
     _compile_hook_modules()
     show(report, as_json, _render)
 
@@ -61,5 +65,5 @@ def uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
     from ithaca.hosts import install_claude
 
     with errors_to_exit(as_json):
-        report = install_claude.uninstall(_root(ctx)).to_dict()
+        report = install_claude.uninstall(Path(_project(ctx).root)).to_dict()
     show(report, as_json, _render)

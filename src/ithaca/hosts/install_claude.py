@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from ithaca.kernel import clock
 from ithaca.kernel.canon import canonical, digest_excluding
-from ithaca.kernel.errors import Conflict, InvalidInput, IthacaError, invalid_field
+from ithaca.kernel.errors import Conflict, InvalidInput, invalid_field
 from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
 from ithaca.kernel.project import RUNTIME_DIR_NAME, STATE_DIR_NAME
 
@@ -92,19 +92,6 @@ def hook_command(event: str) -> str:
     )
     python = os.path.abspath(sys.executable)
     return shlex.join([python, "-S", "-c", bootstrap, HOST, event])
-
-
-def installed_server_name(project_root: Path) -> str | None:
-    """The MCP server name Ithaca was installed under, None when not installed.
-
-    An unreadable or unsafe manifest also answers None: callers on the hook path fall back to
-    their default rather than failing the host's tool call over install metadata.
-    """
-    try:
-        manifest = _read_manifest(_state_root(Path(project_root)))
-    except (IthacaError, OSError):
-        return None
-    return manifest["serverName"] if manifest else None
 
 
 def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport:
