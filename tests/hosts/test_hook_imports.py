@@ -21,7 +21,7 @@ def _hook_modules() -> list[str]:
         if not m.name.startswith("install")
     ]
     names += [f"ithaca.{path.parent.name}.gate" for path in package.glob("*/gate.py")]
-    names += ["ithaca.kernel.guard", "ithaca.kernel.classify"]
+    names += ["ithaca.kernel.guard", "ithaca.kernel.classify", "ithaca.protocols.enforcement"]
     return names
 
 

@@ -1,0 +1,347 @@
+"""Pre-execution enforcement of a bundle, on PreToolUse (reference §9).
+
+In strict mode a mutating call waits until the current prompt's bundle is loaded; then
+every typed constraint of the bundle votes deny, ask or approval, and the most severe
+wins. ``decide`` only reads. ``commit`` runs in the dispatcher's write transaction and
+records the decision (never the command text), refreshes the session's bundle cache,
+reconciles changed protocol files, and stores or consumes approvals, knowing the final
+answer of every gate.
+
+When the team's protocol files changed since the store last read them, ``decide``
+computes the bundle from the files as they are now and ``commit`` reconciles them, so a
+new file outside this event's workflow does not interrupt the agent. Seeds only change
+with an Ithaca upgrade and are reconciled by CLI and MCP processes; until then a
+mutating call is asked to call ``load_protocols`` again.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from ithaca.kernel import journal, states
+from ithaca.kernel.call import Call
+from ithaca.kernel.errors import Conflict, IthacaError
+from ithaca.kernel.gates import GateContext, Opinion
+from ithaca.protocols import approvals, bundle, constraints, events, reconcile, records
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+NAME = "protocols"
+HOSTS_THAT_ASK = frozenset({"claude"})
+_SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def approval_reason(approval_id: str, protocol_ids: list[str]) -> str:
+    return (
+        f"This action needs the user's approval (protocol {', '.join(protocol_ids)})."
+        f' Ask the user to run "ithaca protocols approve {approval_id}" in a terminal,'
+        " then retry the identical call."
+    )
+
+
+def load_reason(event_id: str) -> str:
+    return (
+        f'Ithaca: call load_protocols with {{"eventId": "{event_id}"}} first; mutating tools'
+        " are blocked until this prompt's protocols are loaded."
+    )
+
+
+def decide(call: Call, ctx: GateContext) -> Opinion:
+    started = time.perf_counter_ns()
+    scratch: dict[str, Any] = {
+        "tool": call.tool,
+        "toolClass": call.tool_class,
+        "mutating": call.mutating,
+        "actionDigest": call.action_digest,
+        "eventId": None,
+        "revision": None,
+        "matched": [],
+        "fired": [],
+        "approvalId": None,
+        "approvalAction": None,
+        "request": None,
+        "cache": None,
+    }
+    ctx.scratch[NAME] = scratch
+    try:
+        opinion = _enforce(call, ctx, scratch)
+    except (IthacaError, sqlite3.Error, KeyError, ValueError, TypeError) as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        if call.mutating:
+            opinion = Opinion(
+                "deny",
+                "ENFORCEMENT_ERROR",
+                f"Ithaca could not evaluate this call ({code}); mutating calls are blocked.",
+            )
+        else:
+            opinion = Opinion("allow", "ENFORCEMENT_ERROR")
+    scratch["effect"] = opinion.effect
+    scratch["code"] = opinion.code
+    # The journal keeps reasons without command text (constraints may quote the command).
+    scratch["reason"] = scratch.pop("logReason", opinion.reason)
+    scratch["latencyUs"] = (time.perf_counter_ns() - started) // 1000
+    return opinion
+
+
+def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
+    conn = ctx.conn
+    if conn is None:
+        raise IthacaError("STATE_UNREADABLE", "state.db is missing; run `ithaca init`")
+    settings = ctx.config["protocols"]
+    strict = settings["strict"]
+    session = conn.execute(
+        "SELECT current_event_id, bundle_revision, bundle_digest, bundle_ids_json, loaded_digest"
+        " FROM protocol_sessions WHERE host_session_id = ?",
+        (ctx.session_id,),
+    ).fetchone()
+    if call.tool_class == "ithaca":
+        scratch["eventId"] = session[0] if session else None
+        return Opinion("allow")
+    if session is None or session[0] is None:
+        if strict and call.mutating:
+            return Opinion(
+                "deny",
+                "NO_CURRENT_EVENT",
+                "Ithaca: no admitted prompt for this session, so no protocols apply yet; "
+                "mutating tools are blocked until the user's next prompt is admitted.",
+            )
+        return Opinion("allow")
+    event_id, cached_revision, cached_digest, cached_ids, loaded_digest = session
+    scratch["eventId"] = event_id
+    if strict and call.mutating and not reconcile.seeds_in_sync(conn):
+        # Seeds are reconciled by CLI and MCP processes (load_protocols), never by hooks.
+        return _load_required(event_id, loaded_digest)
+    try:
+        protocols, digest = _bundle(
+            conn, ctx, event_id, cached_revision, cached_digest, cached_ids, scratch
+        )
+    except IthacaError as exc:
+        if call.mutating:
+            return Opinion(
+                "deny",
+                "BUNDLE_UNAVAILABLE",
+                f"Ithaca: the protocols for event {event_id} cannot be computed ({exc.code}: "
+                f"{exc.message}); mutating calls are blocked.",
+            )
+        return Opinion("allow")
+    scratch["matched"] = [p["id"] for p in protocols]
+    strict_opinion = None
+    if strict and call.mutating and loaded_digest != digest:
+        strict_opinion = _load_required(event_id, loaded_digest)
+    return _apply_constraints(call, ctx, scratch, protocols, strict_opinion)
+
+
+def _load_required(event_id: str, loaded_digest: str | None) -> Opinion:
+    if loaded_digest is None:
+        return Opinion("deny", "BUNDLE_NOT_LOADED", load_reason(event_id))
+    return Opinion(
+        "deny",
+        "BUNDLE_STALE",
+        load_reason(event_id).replace("first;", "again: the protocols changed;"),
+    )
+
+
+def _bundle(
+    conn: sqlite3.Connection,
+    ctx: GateContext,
+    event_id: str,
+    cached_revision: int | None,
+    cached_digest: str | None,
+    cached_ids: str | None,
+    scratch: dict[str, Any],
+) -> tuple[list[dict[str, Any]], str]:
+    assert ctx.project is not None
+    workflows = events.known_workflows(ctx.config)
+    if reconcile.files_changed(conn, ctx.project.protocols_dir):
+        scratch["reconcileFiles"] = True
+        computed = bundle.compute_after_files(
+            conn,
+            events.fetch(conn, event_id),
+            workflows,
+            ctx.project.protocols_dir,
+            ctx.project.root,
+        )
+        return computed["protocols"], computed["digest"]
+    error = reconcile.file_error(conn)
+    if error is not None:
+        raise error
+    current = bundle.revision(conn)
+    scratch["revision"] = current
+    if cached_revision == current and cached_digest and cached_ids:
+        return _cached_protocols(conn, json.loads(cached_ids), ctx), cached_digest
+    event = events.fetch(conn, event_id)
+    computed = bundle.compute(conn, event, workflows)
+    scratch["cache"] = (current, computed["digest"], [p["id"] for p in computed["protocols"]])
+    return computed["protocols"], computed["digest"]
+
+
+def _cached_protocols(
+    conn: sqlite3.Connection, protocol_ids: list[str], ctx: GateContext
+) -> list[dict[str, Any]]:
+    seeds = records.seed_records(conn)
+    workflows = events.known_workflows(ctx.config)
+    shaped = []
+    for protocol_id in protocol_ids:
+        record = records.read_one(conn, protocol_id)
+        if record is None:
+            raise records.corrupt(protocol_id, "MISSING_ROW")
+        records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
+        shaped.append(records.bundle_shape(record, seeds))
+    return shaped
+
+
+def _apply_constraints(
+    call: Call,
+    ctx: GateContext,
+    scratch: dict[str, Any],
+    protocols: list[dict[str, Any]],
+    strict_opinion: Opinion | None,
+) -> Opinion:
+    conn = ctx.conn
+    assert conn is not None
+    items = [
+        (protocol["id"], index, constraint)
+        for protocol in protocols
+        for index, constraint in enumerate(protocol["constraints"])
+    ]
+    fired = constraints.evaluate(
+        items,
+        call,
+        state=lambda name: states.evaluate(name, conn, ctx.session_id),
+        approved=False,
+    )
+    approval_id = (
+        approvals.granted(conn, ctx.session_id or "", call.action_digest, ctx.now)
+        if any(f.effect in ("ask", "approval") for f in fired)
+        else None
+    )
+    effect = "allow"
+    reasons = [strict_opinion.reason] if strict_opinion and strict_opinion.reason else []
+    log_reasons = list(reasons)
+    declared = {(pid, index): constraint.get("reason") for pid, index, constraint in items}
+    code = strict_opinion.code if strict_opinion else None
+    if strict_opinion:
+        effect = "deny"
+    needs_request: list[str] = []
+    logged = []
+    for item in fired:
+        result = item.effect
+        vote = item.effect
+        if item.effect in ("ask", "approval") and approval_id:
+            result, vote = "approved", "allow"
+        elif item.effect == "approval" or (item.effect == "ask" and ctx.host not in HOSTS_THAT_ASK):
+            result, vote = "approval_required", "deny"
+            needs_request.append(item.protocol_id)
+        logged.append(
+            {
+                "protocolId": item.protocol_id,
+                "index": item.index,
+                "kind": item.kind,
+                "result": result,
+            }
+        )
+        if vote != "allow":
+            reasons.append(f"[{item.protocol_id}] {item.reason}")
+            told = declared[(item.protocol_id, item.index)] or f"{item.kind} ({item.reason_code})"
+            log_reasons.append(f"[{item.protocol_id}] {told}")
+        if _SEVERITY[vote] > _SEVERITY[effect]:
+            effect = vote
+            code = "APPROVAL_REQUIRED" if result == "approval_required" else item.reason_code
+    scratch["fired"] = logged
+    if needs_request:
+        request_id = (
+            approvals.pending(conn, ctx.session_id or "", call.action_digest, ctx.now)
+            or approvals.new_id()
+        )
+        protocol_ids = sorted(set(needs_request))
+        scratch["request"] = (request_id, protocol_ids)
+        scratch["approvalId"] = request_id
+        scratch["approvalAction"] = "requested"
+        reasons.append(approval_reason(request_id, protocol_ids))
+        log_reasons.append(approval_reason(request_id, protocol_ids))
+    elif approval_id and effect == "allow":
+        scratch["approvalId"] = approval_id
+        scratch["approvalAction"] = "consumed"
+    scratch["logReason"] = "\n".join(log_reasons) or None
+    if effect == "allow":
+        return Opinion("allow")
+    return Opinion(effect, code, "\n".join(reasons))
+
+
+def commit(
+    conn: sqlite3.Connection, scratch: dict[str, Any], final: Opinion, ctx: GateContext
+) -> None:
+    """Record the decision, refresh the bundle cache, store or consume approvals."""
+    assert ctx.project is not None
+    settings = ctx.config["protocols"]
+    if scratch["cache"] is not None:
+        revision, digest, protocol_ids = scratch["cache"]
+        conn.execute(
+            "UPDATE protocol_sessions SET bundle_revision = ?, bundle_digest = ?,"
+            " bundle_ids_json = ? WHERE host_session_id = ? AND current_event_id = ?",
+            (revision, digest, json.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
+        )
+    if scratch.get("reconcileFiles"):
+        reconcile.reconcile_files(
+            conn,
+            ctx.project.protocols_dir,
+            ctx.project.root,
+            events.known_workflows(ctx.config),
+        )
+    approval_action = scratch["approvalAction"]
+    if scratch["request"] is not None:
+        request_id, protocol_ids = scratch["request"]
+        call_input = ctx.payload.get("tool_input")
+        scratch["approvalId"] = approvals.request(
+            conn,
+            approval_id=request_id,
+            session_id=ctx.session_id or "",
+            event_id=scratch["eventId"],
+            action_digest=scratch["actionDigest"],
+            action={
+                "tool": ctx.payload.get("tool_name"),
+                "input": call_input,
+                "cwd": ctx.payload.get("cwd"),
+            },
+            protocol_ids=protocol_ids,
+            now=ctx.now,
+            ttl_seconds=settings["approval_ttl_seconds"],
+        )
+    elif approval_action == "consumed":
+        if final.effect in ("allow", "abstain"):
+            if not approvals.consume(conn, scratch["approvalId"], ctx.now):
+                raise Conflict(
+                    "APPROVAL_USED",
+                    "the approval for this action was used by another call",
+                    {"approvalId": scratch["approvalId"]},
+                )
+        else:
+            approval_action = None
+    journal.append(
+        conn,
+        actor="hook",
+        kind="protocols.decision",
+        subject=scratch["eventId"] or ctx.session_id,
+        payload={
+            "eventId": scratch["eventId"],
+            "hostSessionId": ctx.session_id,
+            "tool": scratch["tool"],
+            "toolClass": scratch["toolClass"],
+            "mutating": scratch["mutating"],
+            "actionDigest": scratch["actionDigest"],
+            "revision": scratch["revision"],
+            "matchedProtocolIds": scratch["matched"],
+            "constraints": scratch["fired"],
+            "effect": scratch["effect"],
+            "reasonCode": scratch["code"],
+            "reason": scratch["reason"],
+            "approvalId": scratch["approvalId"],
+            "approvalAction": approval_action,
+            "latencyUs": scratch["latencyUs"],
+            "final": {"effect": final.effect, "code": final.code, "gate": final.gate},
+        },
+    )
