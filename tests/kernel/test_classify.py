@@ -158,25 +158,32 @@ def test_exec_command_reads_its_cmd_field(project):
 @pytest.mark.parametrize(
     "command",
     [
-        "ithaca protocols approve apr_X",
-        ".venv/bin/ithaca protocols approve apr_X",
-        "python -m ithaca protocols approve apr_X",
-        "python3 -m ithaca protocols approve apr_X",
-        "uv run ithaca protocols approve apr_X",
-        "uv run python -m ithaca protocols approve apr_X",
-        "FOO=1 python -m ithaca protocols approve apr_X",
-        "bash -c 'ithaca protocols approve apr_X'",
-        "eval ithaca protocols approve apr_X",
-        "ithaca protocols approve apr_X 2>&1 > /dev/null",
-        ["ithaca", "protocols", "approve", "apr_X"],
-        ["bash", "-lc", "ithaca protocols approve apr_X"],
+        "ithaca protocols get team.x",
+        ".venv/bin/ithaca protocols get team.x",
+        "python -m ithaca protocols get team.x",
+        "python3 -m ithaca protocols get team.x",
+        "uv run ithaca protocols get team.x",
+        "uv run python -m ithaca protocols get team.x",
+        "FOO=1 python -m ithaca protocols get team.x",
+        "bash -c 'ithaca protocols get team.x'",
+        "eval ithaca protocols get team.x",
+        "ithaca protocols get team.x 2>&1 > /dev/null",
+        ["ithaca", "protocols", "get", "team.x"],
+        ["bash", "-lc", "ithaca protocols get team.x"],
     ],
 )
 def test_an_ithaca_cli_call_is_class_ithaca_however_spelled(project, command):
     result = call(project, "Bash", {"command": command})
     assert result.tool_class == "ithaca"
     assert not result.mutating
-    assert result.ithaca_commands == (("protocols", "approve", "apr_X"),)
+    assert result.ithaca_commands == (("protocols", "get", "team.x"),)
+
+
+def test_user_only_and_host_commands_are_shell_calls_the_guard_sees(project):
+    for command in ("ithaca protocols approve apr_X", "ithaca uninstall claude"):
+        result = bash(project, command)
+        assert (result.tool_class, result.mutating) == ("shell", True)
+        assert result.ithaca_commands == (tuple(command.split()[1:]),)
 
 
 def test_ithaca_hook_is_not_the_cli(project):

@@ -92,3 +92,40 @@ def test_git_clean_of_ignored_files_is_denied_but_a_plain_clean_is_not(project_d
         (project_dir / "sub").mkdir(exist_ok=True)
         assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "deny"
     assert decide(_call(project_dir, "Bash", {"command": "git clean -fd"}), ctx).effect != "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ithaca uninstall claude",
+        "ithaca --project . install claude",
+        "echo '{}' | ithaca hook claude UserPromptSubmit",
+        "ithaca-hook claude UserPromptSubmit < payload.json",
+        "python -S -c 'from ithaca.hosts.main import main; main()' claude PreToolUse",
+    ],
+)
+def test_an_agent_cannot_speak_for_the_host_or_unwire_ithaca(project_dir, ctx, command):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert (opinion.effect, opinion.code) == ("deny", "HOST_COMMAND")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -C . clean -fdx",
+        "cd .ithaca/.runtime && sqlite3 state.db 'delete from journal'",
+        "find .ithaca -delete",
+        "find .ithaca/protocols -name '*.json' -exec rm {} +",
+    ],
+)
+def test_indirect_ways_of_destroying_state_are_denied(project_dir, ctx, command):
+    assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "deny"
+
+
+def test_host_and_user_only_ithaca_commands_do_not_skip_protocol_checks(project_dir):
+    assert _call(project_dir, "Bash", {"command": "ithaca protocols list --json"}).tool_class == (
+        "ithaca"
+    )
+    for command in ("ithaca uninstall claude", "ithaca protocols approve apr_X"):
+        call = _call(project_dir, "Bash", {"command": command})
+        assert (call.tool_class, call.mutating) == ("shell", True), command

@@ -33,6 +33,37 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
 )
 
 
+# Commands that speak for the host or wire Ithaca into it: an agent running them could
+# forge a prompt's admission or switch enforcement off.
+HOST_COMMANDS = frozenset({"hook", "install", "uninstall"})
+_GLOBAL_VALUE_OPTIONS = frozenset({"--project"})
+
+
+def command_words(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """The subcommand words of an Ithaca CLI argv, without options and their values."""
+    words = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_VALUE_OPTIONS:
+            skip = True
+        elif not word.startswith("-"):
+            words.append(word)
+    return words
+
+
+def command_kind(argv: tuple[str, ...] | list[str]) -> str:
+    """Who an Ithaca CLI argv is for: ``user`` (user-only), ``host`` (host wiring, never an
+    agent's) or ``agent`` (the rest: reads, and operations guarded by their own service)."""
+    if user_only_command(argv) is not None:
+        return "user"
+    words = command_words(argv)
+    if words and words[0] in HOST_COMMANDS:
+        return "host"
+    return "agent"
+
+
 def user_only_command(argv: tuple[str, ...] | list[str]) -> tuple[str, ...] | None:
     """The user-only command an Ithaca CLI argv invokes, however options are placed."""
     words = [word for word in argv if not word.startswith("-")]

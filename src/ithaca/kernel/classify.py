@@ -20,6 +20,7 @@ import shlex
 from fnmatch import fnmatchcase
 
 from ithaca.kernel import canon, shell
+from ithaca.kernel.authority import command_kind
 from ithaca.kernel.call import Call
 
 TYPE_CHECKING = False
@@ -140,9 +141,14 @@ def _shell_fields(
     invocations = tuple(
         found for found in map(shell.ithaca_invocation, parsed.commands) if found is not None
     )
-    only_ithaca = bool(invocations) and all(
-        not item.redirects and (shell.ithaca_invocation(item) is not None or shell.is_carrier(item))
-        for item in parsed.commands
+    only_ithaca = (
+        bool(invocations)
+        and all(command_kind(invocation) == "agent" for invocation in invocations)
+        and all(
+            not item.redirects
+            and (shell.ithaca_invocation(item) is not None or shell.is_carrier(item))
+            for item in parsed.commands
+        )
     )
     targets = list(shell.write_targets(parsed))
     if command is not None and any(item.program in _PATCH_PROGRAMS for item in parsed.commands):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ithaca.kernel import config
-from ithaca.kernel.authority import user_only_command
+from ithaca.kernel.authority import command_kind, user_only_command
 from ithaca.kernel.call import Call
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
@@ -26,6 +26,8 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if call.tool_class == "ithaca" and call.tool.startswith("mcp__") and ctx.session_id:
         return Opinion("allow", updated_input={**call.tool_input, "session": ctx.session_id})
     for argv in call.ithaca_commands:
+        if command_kind(argv) == "host":
+            return _host_wiring_denied()
         command = user_only_command(argv)
         if command is not None:
             spelled = "ithaca " + " ".join(command)
@@ -60,10 +62,11 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
             "Ithaca: `git clean -x` would delete .ithaca/.runtime/ (Ithaca's state, which Git"
             " ignores). Clean without -x, or ask the user.",
         )
-    database = ctx.project.db_path
     for command in call.commands:
+        if command.program == "ithaca-hook" or any("ithaca.hosts" in w for w in command.argv):
+            return _host_wiring_denied()
         for word in command.argv[1:]:
-            if "state.db" in word and _inside(_absolute(call.cwd, word), os.path.dirname(database)):
+            if os.path.basename(word).startswith("state.db"):
                 return Opinion(
                     "deny",
                     "STATE_DB_DENIED",
@@ -72,9 +75,18 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     return ABSTAIN
 
 
+def _host_wiring_denied() -> Opinion:
+    return Opinion(
+        "deny",
+        "HOST_COMMAND",
+        "Ithaca: hook entry points and `ithaca install|uninstall|hook` speak for the host"
+        " and the user; an agent never runs them. Ask the user if the set-up needs changing.",
+    )
+
+
 def _cleans_ignored_files(argv: tuple[str, ...]) -> bool:
     words = [word for word in argv[1:] if not word.startswith("-")]
-    if not argv or argv[0].rsplit("/", 1)[-1] != "git" or words[:1] != ["clean"]:
+    if not argv or argv[0].rsplit("/", 1)[-1] != "git" or "clean" not in words:
         return False
     return any(
         word.startswith("-") and not word.startswith("--") and ("x" in word or "X" in word)

@@ -21,6 +21,7 @@ import re
 import shlex
 from collections import namedtuple
 
+from ithaca.kernel.authority import command_kind
 from ithaca.kernel.call import SimpleCommand
 
 MAX_DEPTH = 4
@@ -770,6 +771,8 @@ def _command_targets(command: SimpleCommand) -> list[str]:
         return operands[-1:]
     if program in _OPERAND_VALUES:
         return _operand_targets(program, args)
+    if program == "find" and any(arg in _FIND_REMOVALS for arg in args):
+        return _find_roots(args)
     if program == "dd":
         return [arg[3:] for arg in args if arg.startswith("of=")]
     if program == "git":
@@ -779,6 +782,19 @@ def _command_targets(command: SimpleCommand) -> list[str]:
     if program == "perl":
         return _perl_files(args)
     return []
+
+
+_FIND_REMOVALS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _find_roots(args: tuple[str, ...]) -> list[str]:
+    """The starting points of a ``find`` that deletes or runs commands on what it finds."""
+    roots = []
+    for arg in args:
+        if arg.startswith(("-", "(", "!")):
+            break
+        roots.append(arg)
+    return roots or ["."]
 
 
 def _git_targets(args: tuple[str, ...]) -> list[str]:
@@ -949,8 +965,9 @@ def _command_read_only(
         )
     if program == "git":
         return _git_read_only(argv)
-    if ithaca_invocation(command) is not None:
-        return True
+    invocation = ithaca_invocation(command)
+    if invocation is not None:
+        return command_kind(invocation) == "agent"
     if _is_test_run(command):
         return tests_are_read_only and not _requests_update(command)
     return False
