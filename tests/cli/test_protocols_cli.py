@@ -230,9 +230,10 @@ def test_decisions_lists_newest_first_with_filters(
 def request_approval(project: IthacaProject, command: str = "make deploy") -> str:
     event = project.protocols.admit_event(connector="test", host_session_id="sess-1")
     with project.store.write() as conn:
-        return approvals.request(
+        approval_id = approvals.request_id(conn, "sess-1", f"digest of {command}", clock.now())
+        approvals.request(
             conn,
-            approval_id=approvals.new_id(),
+            approval_id=approval_id,
             session_id="sess-1",
             event_id=event["id"],
             action_digest=f"digest of {command}",
@@ -241,6 +242,7 @@ def request_approval(project: IthacaProject, command: str = "make deploy") -> st
             now=clock.now(),
             ttl_seconds=900,
         )
+    return approval_id
 
 
 def test_approvals_lists_open_requests_and_all_with_the_flag(

@@ -194,9 +194,10 @@ def test_approve_shows_the_action_and_its_protocols_then_grants_on_the_typed_id(
     )
     event = project.protocols.admit_event(connector="test", host_session_id="sess-pty")
     with project.store.write() as conn:
-        approval_id = approvals.request(
+        approval_id = approvals.request_id(conn, "sess-pty", "d" * 64, clock.now())
+        approvals.request(
             conn,
-            approval_id=approvals.new_id(),
+            approval_id=approval_id,
             session_id="sess-pty",
             event_id=event["id"],
             action_digest="d" * 64,

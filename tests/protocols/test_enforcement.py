@@ -1153,3 +1153,31 @@ def test_kernel_guard_denies_self_approval_even_before_any_prompt(hook):
     hook.configure("[protocols]\nstrict = false\n")
 
     assert hook.bash("ithaca protocols approve apr_7K2M9QXD").decision == "deny"
+
+
+def test_concurrent_identical_requests_all_name_the_one_stored_approval(
+    hook, governed, ready, rule
+):
+    rule("team.release", RELEASE)
+    ready()
+    payload = json.dumps(hook.tool_payload("Bash", {"command": "npm publish"}))
+    processes = [
+        subprocess.Popen(
+            [str(hook.script), "claude", "PreToolUse"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=hook.root,
+        )
+        for _ in range(6)
+    ]
+    for process in processes:  # every process has its call before any answer is read
+        assert process.stdin is not None
+        process.stdin.write(payload)
+        process.stdin.close()
+    named = {APPROVE.search(process.communicate(timeout=120)[0]).group(1) for process in processes}
+
+    stored = governed.store.connection().execute("SELECT id FROM protocol_approvals").fetchall()
+    assert [row[0] for row in stored] == sorted(named)
+    assert len(named) == 1

@@ -33,6 +33,14 @@ def short(prefix: str, length: int = 8) -> str:
     return f"{prefix}_{_encode(bits, length)}"
 
 
+def derived(prefix: str, seed: str, length: int = 8) -> str:
+    """A short id computed from ``seed``: callers that share the seed agree on the id."""
+    from ithaca.kernel.canon import sha256
+
+    value = int.from_bytes(sha256(seed.encode("utf-8")).digest(), "big") >> (256 - 5 * length)
+    return f"{prefix}_{_encode(value, length)}"
+
+
 def matches(prefix: str, value: object) -> bool:
     """Whether ``value`` is a well-formed id with this prefix."""
     return isinstance(value, str) and re.fullmatch(f"{prefix}_{ULID_PATTERN}", value) is not None

@@ -26,8 +26,21 @@ COLUMNS = (
 )
 
 
-def new_id() -> str:
-    return ids.short("apr")
+def request_id(conn: sqlite3.Connection, session_id: str, action_digest: str, now: str) -> str:
+    """The id the user will be asked to approve: the pending request's, else the next one.
+
+    The next id is derived from the session, the action and how many requests it had
+    before, so concurrent identical calls name the same request (and ``request`` stores
+    it once) instead of each showing an id that was never kept.
+    """
+    existing = pending(conn, session_id, action_digest, now)
+    if existing:
+        return existing
+    (earlier,) = conn.execute(
+        "SELECT count(*) FROM protocol_approvals WHERE host_session_id = ? AND action_digest = ?",
+        (session_id, action_digest),
+    ).fetchone()
+    return ids.derived("apr", f"{session_id}\n{action_digest}\n{earlier}")
 
 
 def later(stamp: str, seconds: int) -> str:
@@ -65,14 +78,11 @@ def request(
     protocol_ids: list[str],
     now: str,
     ttl_seconds: int,
-) -> str:
-    """Record a pending request, or return the one already pending for this action."""
-    existing = pending(conn, session_id, action_digest, now)
-    if existing:
-        return existing
+) -> None:
+    """Record the pending request ``approval_id`` (from ``request_id``) unless it exists."""
     conn.execute(
-        f"INSERT INTO protocol_approvals ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?,"
-        " NULL, ?, NULL)",
+        f"INSERT OR IGNORE INTO protocol_approvals ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?,"
+        " 'pending', ?, NULL, ?, NULL)",
         (
             approval_id,
             session_id,
@@ -84,7 +94,6 @@ def request(
             later(now, ttl_seconds),
         ),
     )
-    return approval_id
 
 
 def consume(conn: sqlite3.Connection, approval_id: str, now: str) -> bool:

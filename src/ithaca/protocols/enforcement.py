@@ -253,10 +253,7 @@ def _apply_constraints(
             code = "APPROVAL_REQUIRED" if result == "approval_required" else item.reason_code
     scratch["fired"] = logged
     if needs_request:
-        request_id = (
-            approvals.pending(conn, ctx.session_id or "", call.action_digest, ctx.now)
-            or approvals.new_id()
-        )
+        request_id = approvals.request_id(conn, ctx.session_id or "", call.action_digest, ctx.now)
         protocol_ids = sorted(set(needs_request))
         scratch["request"] = (request_id, protocol_ids)
         scratch["approvalId"] = request_id
@@ -296,7 +293,7 @@ def commit(
     if scratch["request"] is not None:
         request_id, protocol_ids = scratch["request"]
         call_input = ctx.payload.get("tool_input")
-        scratch["approvalId"] = approvals.request(
+        approvals.request(
             conn,
             approval_id=request_id,
             session_id=ctx.session_id or "",
