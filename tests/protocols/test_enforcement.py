@@ -1176,7 +1176,12 @@ def test_concurrent_identical_requests_all_name_the_one_stored_approval(
         assert process.stdin is not None
         process.stdin.write(payload)
         process.stdin.close()
-    named = {APPROVE.search(process.communicate(timeout=120)[0]).group(1) for process in processes}
+    answers = []
+    for process in processes:
+        assert process.stdout is not None
+        answers.append(process.stdout.read())
+        process.wait(timeout=120)
+    named = {APPROVE.search(answer).group(1) for answer in answers}
 
     stored = governed.store.connection().execute("SELECT id FROM protocol_approvals").fetchall()
     assert [row[0] for row in stored] == sorted(named)
