@@ -1181,7 +1181,8 @@ def test_concurrent_identical_requests_all_name_the_one_stored_approval(
         assert process.stdout is not None
         answers.append(process.stdout.read())
         process.wait(timeout=120)
-    named = {APPROVE.search(answer).group(1) for answer in answers}
+    reasons = [json.loads(a)["hookSpecificOutput"]["permissionDecisionReason"] for a in answers]
+    named = {APPROVE.search(reason).group(1) for reason in reasons}
 
     stored = governed.store.connection().execute("SELECT id FROM protocol_approvals").fetchall()
     assert [row[0] for row in stored] == sorted(named)
