@@ -148,3 +148,28 @@ def test_hook_command_answers_host_json(project_dir):
     assert result.exit_code == 0
     context = json.loads(result.output)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("Ithaca admitted this prompt as event evt_")
+
+
+def test_log_shows_a_hand_edited_payload_instead_of_crashing(project_dir):
+    conn = sqlite3.connect(project_dir / ".ithaca" / ".runtime" / "state.db")
+    conn.execute("UPDATE journal SET payload = '{broken' WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    text = run("--project", str(project_dir), "log")
+    assert text.exit_code == 0
+    assert "payload not in its usual shape" in text.output
+    entries = json.loads(run("--project", str(project_dir), "log", "--json").output)
+    assert entries[1]["payload"] == {"unreadablePayload": "{broken"}
+
+
+def test_log_limit_keeps_the_newest_events(project_dir):
+    entries = json.loads(run("--project", str(project_dir), "log", "--limit", "1", "--json").output)
+    assert [e["kind"] for e in entries] == ["protocols.seeds_reconciled"]
+
+
+def test_a_fixtures_file_that_is_not_utf8_is_invalid_input(project_dir, tmp_path):
+    bad = tmp_path / "fixtures.json"
+    bad.write_bytes(b"\xff\xfe not utf-8")
+    result = run("--project", str(project_dir), "protocols", "test", str(bad))
+    assert result.exit_code == 2
+    assert "INVALID_INPUT" in result.output

@@ -117,3 +117,20 @@ def test_the_installed_hook_command_answers_without_site_packages(project_dir):
     answer = json.loads(done.stdout)["hookSpecificOutput"]
     assert answer["permissionDecision"] == "deny"
     assert "no admitted prompt" in answer["permissionDecisionReason"]
+
+
+def test_an_unreadable_store_denies_mutations_but_lets_reads_through(project_dir):
+    (project_dir / ".ithaca" / ".runtime" / "state.db").write_bytes(b"not a database" * 100)
+    out, _ = dispatch.run("claude", "PreToolUse", _edit(project_dir))
+    reason = json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "STATE_UNREADABLE" in reason
+    assert reason.count("STATE_UNREADABLE") == 1
+    read = json.dumps(
+        {
+            "session_id": "s",
+            "cwd": str(project_dir),
+            "tool_name": "Read",
+            "tool_input": {"file_path": "a.py"},
+        }
+    )
+    assert dispatch.run("claude", "PreToolUse", read) == ("", 0)

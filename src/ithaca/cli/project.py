@@ -97,7 +97,9 @@ def log(
     from ithaca.kernel import journal
 
     project = opened(ctx, as_json)
-    entries = journal.query(project.store.connection(), kind=kind, subject=subject)[-limit:]
+    entries = journal.query(
+        project.store.connection(), kind=kind, subject=subject, limit=limit, newest=True
+    )
 
     def render(rows: list[dict[str, Any]]) -> None:
         out = console()
@@ -115,6 +117,16 @@ def log(
 
 def describe(entry: dict[str, Any]) -> str:
     """One line that says what a journal event decided or changed."""
+    unusual = "(payload not in its usual shape; `ithaca doctor` checks the journal)"
+    if "unreadablePayload" in entry["payload"]:
+        return unusual
+    try:
+        return _describe(entry)
+    except (KeyError, TypeError, AttributeError):
+        return unusual
+
+
+def _describe(entry: dict[str, Any]) -> str:
     payload = entry["payload"]
     kind = entry["kind"]
     if kind == "protocols.decision":

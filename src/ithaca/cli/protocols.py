@@ -144,7 +144,7 @@ def test_command(ctx: click.Context, fixtures_file: IO[str], as_json: bool) -> N
     """Run protocol fixtures in memory; exit 0 if all pass, 1 if any fails, 2 if invalid."""
     service = _service(ctx, as_json)
     with errors_to_exit(as_json):
-        result = tooling.run_fixtures(service, tooling.parse_fixtures(fixtures_file.read()))
+        result = tooling.run_fixtures(service, tooling.parse_fixtures(_read(fixtures_file)))
 
     def render(value: dict[str, Any]) -> None:
         out = console()
@@ -289,6 +289,15 @@ def approve_command(ctx: click.Context, approval_id: str) -> None:
     click.echo(f"Granted {approval_id} until {granted['expiresAt']}; retry the identical call.")
 
 
+def _read(handle: IO[str]) -> str:
+    """A file's text, or ``INVALID_INPUT`` when it is not UTF-8."""
+    try:
+        with handle:
+            return handle.read()
+    except UnicodeDecodeError as exc:
+        raise invalid_field("", "NOT_UTF8", f"{handle.name} is not UTF-8 text") from exc
+
+
 def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The record field flags ``create`` and ``update`` share (``--id`` is create's own)."""
     options = [
@@ -419,7 +428,7 @@ def admit_command(
     service = _service(ctx)
     event_id = ids.new("evt")
     with errors_to_exit():
-        prompt_text = prompt_file.read_text(encoding="utf-8") if prompt_file else None
+        prompt_text = _read(prompt_file.open(encoding="utf-8")) if prompt_file else None
         require_user(f"admit {connector} event {event_id}", event_id)
         event = service.admit_event(
             connector=connector,
@@ -468,7 +477,7 @@ def _record_from(fields: dict[str, Any]) -> dict[str, Any]:
         return flags
     if flags:
         raise invalid_field("", "CONFLICTING_OPTIONS", "give --file or the field flags, not both")
-    loaded = _json_flag(record_file.read(), "")
+    loaded = _json_flag(_read(record_file), "")
     if not isinstance(loaded, dict):
         raise invalid_field("", "WRONG_TYPE", "the file must hold one JSON object")
     return loaded

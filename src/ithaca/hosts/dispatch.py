@@ -57,6 +57,9 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
     call: Call | None = None
     try:
         settings, config_error = _config(project)
+        session_id = _session_id(payload)
+        if event == "PreToolUse":  # first, so that a broken store still lets reads through
+            call = _classify(adapter, payload, project, cwd, settings, session_id)
         conn, schema_current = _open(project)
         ctx = GateContext(
             host=host,
@@ -65,18 +68,19 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
             project=project,
             config=settings,
             conn=conn,
-            session_id=_session_id(payload),
+            session_id=session_id,
             schema_current=schema_current,
             now=clock.now(),
         )
-        call = _classify(adapter, ctx, cwd, settings) if event == "PreToolUse" else None
         if event == "UserPromptSubmit":
             _parse_prompt(ctx)
         final = _decide(ctx, call, config_error)
         final = _commit(ctx, call, final)
     except Exception as exc:  # the outermost edge of the hook process: fail by policy
         code = getattr(exc, "code", type(exc).__name__)
-        final = _failure(event, code, str(exc) or code, payload, call)
+        final = _failure(
+            event, code, getattr(exc, "message", None) or str(exc) or code, payload, call
+        )
     finally:
         if conn is not None:
             conn.close()
@@ -107,21 +111,27 @@ def _session_id(payload: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and SESSION_ID.fullmatch(value) else None
 
 
-def _classify(adapter: ModuleType, ctx: GateContext, cwd: str, settings: dict[str, Any]) -> Call:
+def _classify(
+    adapter: ModuleType,
+    payload: dict[str, Any],
+    project: Project,
+    cwd: str,
+    settings: dict[str, Any],
+    session_id: str | None,
+) -> Call:
     from ithaca.kernel.classify import classify
 
-    assert ctx.project is not None
-    tool_name, tool_input = adapter.tool_call(ctx.payload)
-    agent_id = ctx.payload.get("agent_id")
+    tool_name, tool_input = adapter.tool_call(payload)
+    agent_id = payload.get("agent_id")
     return classify(
-        ctx.host,
+        adapter.HOST,
         tool_name,
         tool_input,
         cwd,
-        project_root=ctx.project.root,
+        project_root=project.root,
         read_only_tools=tuple(settings["protocols"]["read_only_tools"]),
         server_name=settings["protocols"]["mcp_server_name"],
-        session_id=ctx.session_id,
+        session_id=session_id,
         agent_id=agent_id if isinstance(agent_id, str) else None,
     )
 

@@ -117,9 +117,10 @@ def query(
     subject: str | None = None,
     after_seq: int = 0,
     limit: int | None = None,
+    newest: bool = False,
 ) -> list[dict[str, Any]]:
     """Events in order. ``kind`` matches exactly, or as a prefix when it ends in ``.`` or
-    ``*`` (``protocols.*``)."""
+    ``*`` (``protocols.*``). With ``newest``, ``limit`` keeps the latest events."""
     clauses = ["seq > ?"]
     params: list[Any] = [after_seq]
     if kind:
@@ -136,11 +137,14 @@ def query(
     sql = (
         "SELECT seq, at, actor, kind, subject, payload, hash FROM journal WHERE "
         + " AND ".join(clauses)
-        + " ORDER BY seq"
+        + (" ORDER BY seq DESC" if newest else " ORDER BY seq")
     )
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
+    rows = conn.execute(sql, params).fetchall()
+    if newest:
+        rows.reverse()
     return [
         {
             "seq": seq,
@@ -148,8 +152,16 @@ def query(
             "actor": actor,
             "kind": kind_,
             "subject": subj,
-            "payload": json.loads(payload),
+            "payload": _payload(payload),
             "hash": event_hash,
         }
-        for seq, at, actor, kind_, subj, payload, event_hash in conn.execute(sql, params)
+        for seq, at, actor, kind_, subj, payload, event_hash in rows
     ]
+
+
+def _payload(text: str) -> Any:
+    """A stored payload; one edited into invalid JSON is shown as it is (doctor reports it)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"unreadablePayload": text}
