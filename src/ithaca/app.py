@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ithaca.kernel import config as config_loader
-from ithaca.kernel.errors import NotFound
+from ithaca.kernel.errors import NotFound, Refused
 from ithaca.kernel.project import IGNORE_LINE, Project, find_project, planned_project
 from ithaca.kernel.store import Store
 
@@ -58,7 +58,16 @@ def open_project(path: str | os.PathLike[str] = ".", *, reconcile: bool = True) 
 def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, list[str]]:
     """Create (or complete) a project's planes; safe to run again. Returns what it made."""
     project = planned_project(path)
+    if os.path.exists(project.state_root) and not os.path.isdir(project.state_root):
+        raise Refused(
+            "STATE_ROOT_NOT_A_FOLDER",
+            f"{project.state_root} exists and is not a folder; move it away first",
+            {"path": project.state_root},
+        )
     made = []
+    # The ignore rule first: if it cannot be written, nothing else has been created.
+    if _ensure_ignored(project):
+        made.append("ignore rule for .ithaca/.runtime/")
     for folder in (
         project.state_root,
         project.protocols_dir,
@@ -69,8 +78,6 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
         if not os.path.isdir(folder):
             os.makedirs(folder)
             made.append(_relative(folder, project.root))
-    if _ensure_ignored(project):
-        made.append("ignore rule for .ithaca/.runtime/")
     existed = os.path.exists(project.db_path)
     opened = IthacaProject(project)
     if not existed:

@@ -93,3 +93,20 @@ def test_a_broken_file_is_refused_even_when_an_older_result_was_cached(layers):
     team.write_text("[protocols]\nstrict = nope\n")
     with pytest.raises(InvalidInput):
         config.load(state)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[protocols]\napproval_ttl_seconds = -5\n",
+        "[protocols]\napproval_ttl_seconds = 99999999999\n",
+        '[protocols]\nworkflows = ["Bad Name"]\n',
+        '[protocols]\nmcp_server_name = "my server"\n',
+        '[protocols]\nproject_id = ""\n',
+    ],
+)
+def test_values_outside_their_range_are_invalid_config(layers, text):
+    layers[1].write_text(text)
+    with pytest.raises(InvalidInput) as raised:
+        config.load(layers[3])
+    assert raised.value.code == "INVALID_CONFIG"

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ithaca.kernel import canon
-from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound
+from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound, Refused
 
 CODING_BASE = [
     "ithaca.protocols-first",
@@ -326,3 +326,26 @@ def test_broken_file_keeps_the_previous_rows(governed_dir, governed, make_record
     governed.protocols.reconcile()
 
     assert governed.protocols.get_protocol("team.review") == stored
+
+
+def test_user_operations_refuse_any_actor_but_the_user(governed, make_record):
+    service = governed.protocols
+    service.create_protocol(make_record("team.a"), actor="user")
+    before = journal_length(governed)
+    for attempt in (
+        lambda: service.create_protocol(make_record("team.b"), actor="agent"),
+        lambda: service.update_protocol("team.a", {"priority": 5}, actor="hook"),
+        lambda: service.set_enabled("team.a", False, actor="agent"),
+        lambda: service.remove_protocol("team.a", actor="system"),
+        lambda: service.grant_approval("apr_7K2M9QXD", actor="agent"),
+    ):
+        with pytest.raises(Refused) as raised:
+            attempt()
+        assert raised.value.code == "USER_ONLY"
+    assert journal_length(governed) == before
+
+
+def test_override_of_an_id_that_is_not_a_base_protocol_is_refused(governed, make_record):
+    with pytest.raises(Refused) as raised:
+        governed.protocols.create_protocol(make_record("team.new"), actor="user", override=True)
+    assert raised.value.code == "NOT_A_BASE_PROTOCOL"

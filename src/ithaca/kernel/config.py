@@ -42,6 +42,46 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "fail_closed": ((bool,), True),
     },
 }
+
+
+def _name(value: Any) -> bool:
+    """A workflow or task name, as prompt markers spell them."""
+    return (
+        0 < len(value) <= 64
+        and value[0].isascii()
+        and value[0].islower()
+        and all(c.isascii() and (c.islower() or c.isdigit() or c in "._-") for c in value)
+    )
+
+
+def _selector_text(value: Any) -> bool:
+    return 0 < len(value) <= 128 and value.isprintable()
+
+
+# Values beyond their type: (check, what a good value looks like).
+VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
+    ("protocols", "approval_ttl_seconds"): (
+        lambda v: 1 <= v <= 30 * 86400,
+        "a number of seconds from 1 to 2592000",
+    ),
+    ("protocols", "workflows"): (
+        lambda v: all(isinstance(w, str) and _name(w) for w in v),
+        "a list of names like 'release' (lowercase letters, digits, '.', '_', '-')",
+    ),
+    ("protocols", "default_workflow"): (_name, "a workflow name like 'coding'"),
+    ("protocols", "default_task"): (_name, "a task name like 'release-2'"),
+    ("protocols", "project_id"): (_selector_text, "1 to 128 printable characters"),
+    ("protocols", "client_id"): (_selector_text, "1 to 128 printable characters"),
+    ("protocols", "read_only_tools"): (
+        lambda v: all(isinstance(g, str) and g for g in v),
+        "a list of tool-name globs",
+    ),
+    ("protocols", "mcp_server_name"): (
+        lambda v: 0 < len(v) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-") for c in v),
+        "1 to 64 letters, digits, '_' or '-'",
+    ),
+}
+
 # Top-level keys accepted only in the user's own file.
 USER_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {"user_id": ((str,), None)}
 # Keys that pick an executable: never taken from the tracked team file.
@@ -150,6 +190,9 @@ def _overlay(config: dict[str, Any], data: dict[str, Any], path: str, layer: str
                     path, f"{section}.{key}", "chooses an executable; set it in the local file"
                 )
             _check_type(path, f"{section}.{key}", value, spec[0])
+            check = VALUE_CHECKS.get((section, key))
+            if check is not None and not check[0](value):
+                raise _invalid(path, f"{section}.{key}", f"must be {check[1]}")
             config[section][key] = value
 
 

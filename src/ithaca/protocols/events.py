@@ -40,7 +40,18 @@ class Admission(namedtuple("Admission", "event sources admitted_by sticky")):
 
 
 def known_workflows(config: dict[str, Any]) -> frozenset[str]:
-    return frozenset(validate.BUILTIN_WORKFLOWS) | frozenset(config["protocols"]["workflows"])
+    """The built-in workflows and the configured ones; ``INVALID_CONFIG`` when the configured
+    default is neither (every prompt would otherwise be blocked)."""
+    known = frozenset(validate.BUILTIN_WORKFLOWS) | frozenset(config["protocols"]["workflows"])
+    default = config["protocols"]["default_workflow"]
+    if default is not None and default not in known:
+        raise InvalidInput(
+            "INVALID_CONFIG",
+            f"[protocols] default_workflow {default!r} is not a known workflow; add it to"
+            " [protocols] workflows or pick one of " + ", ".join(sorted(known)),
+            {"key": "protocols.default_workflow"},
+        )
+    return known
 
 
 def actor_id(config: dict[str, Any]) -> str:

@@ -220,6 +220,7 @@ class ProtocolsService:
     def create_protocol(
         self, raw: dict[str, Any], *, actor: str = "user", override: bool = False
     ) -> dict[str, Any]:
+        _require_user(actor, "create a protocol")
         with self.store.write() as conn:
             seed_rows = records.seed_records(conn)
             raw_id = raw.get("id") if isinstance(raw, dict) else None
@@ -233,6 +234,12 @@ class ProtocolsService:
                     {"id": raw_id},
                 )
             record = self._validate(raw, allow_reserved=is_base_id and override)
+            if override and not is_base_id:
+                raise Refused(
+                    "NOT_A_BASE_PROTOCOL",
+                    f"{raw_id!r} is not a base protocol, so there is nothing to override",
+                    {"id": raw_id},
+                )
             if is_base_id:
                 validate.check_override(seed_rows[record["id"]], record)
                 stored = records.write_row(
@@ -254,6 +261,7 @@ class ProtocolsService:
     def update_protocol(
         self, protocol_id: str, changes: dict[str, Any], *, actor: str = "user"
     ) -> dict[str, Any]:
+        _require_user(actor, "update a protocol")
         with self.store.write() as conn:
             existing = self._mutable(conn, protocol_id)
             seed_rows = records.seed_records(conn)
@@ -287,6 +295,7 @@ class ProtocolsService:
     def set_enabled(
         self, protocol_id: str, enabled: bool, *, actor: str = "user"
     ) -> dict[str, Any]:
+        _require_user(actor, "enable or disable a protocol")
         with self.store.write() as conn:
             existing = self._require(conn, protocol_id)
             seed_rows = records.seed_records(conn)
@@ -312,6 +321,7 @@ class ProtocolsService:
             return records.public_shape(stored, seed_rows)
 
     def remove_protocol(self, protocol_id: str, *, actor: str = "user") -> dict[str, Any]:
+        _require_user(actor, "remove a protocol")
         with self.store.write() as conn:
             existing = self._mutable(conn, protocol_id)
             seed_rows = records.seed_records(conn)
@@ -382,7 +392,8 @@ class ProtocolsService:
         """The pending request, or ``APPROVAL_USED``/``APPROVAL_EXPIRED`` before anyone types."""
         return approvals.check_grantable(self.store.connection(), approval_id, clock.now())
 
-    def grant_approval(self, approval_id: str) -> dict[str, Any]:
+    def grant_approval(self, approval_id: str, *, actor: str = "user") -> dict[str, Any]:
+        _require_user(actor, "grant an approval")
         ttl = self.config["protocols"]["approval_ttl_seconds"]
         with self.store.write() as conn:
             return approvals.grant(conn, approval_id, ttl_seconds=ttl, now=clock.now())
@@ -436,6 +447,17 @@ class ProtocolsService:
                 "afterHash": stored["contentHash"],
                 "record": records.hashed_view(stored),
             },
+        )
+
+
+def _require_user(actor: str, action: str) -> None:
+    """User operations are the user's: the interfaces check who is asking, and any other
+    actor named here is refused."""
+    if actor != "user":
+        raise Refused(
+            "USER_ONLY",
+            f"only the user may {action}",
+            {"reason": "not_user", "actor": actor, "action": action},
         )
 
 
