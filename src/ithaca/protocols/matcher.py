@@ -20,25 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ithaca.kernel import canon
-from ithaca.protocols.validate import SELECTOR_KEYS
+from ithaca.protocols.validate import HASHED_FIELDS, SELECTOR_KEYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-BUNDLE_FIELDS = (
-    "id",
-    "name",
-    "description",
-    "scope",
-    "enabled",
-    "priority",
-    "selector",
-    "rules",
-    "constraints",
-    "source",
-    "tags",
-)
+BUNDLE_FIELDS = (*HASHED_FIELDS, "source")
 
 # Distinct masks are bounded by what the records can tell apart, but events can carry
 # many distinct user or task values; the memo starts over rather than grow without end.

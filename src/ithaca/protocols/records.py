@@ -19,17 +19,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-INPUT_FIELDS = (
-    "id",
-    "name",
-    "description",
-    "enabled",
-    "priority",
-    "selector",
-    "rules",
-    "constraints",
-    "tags",
-)
 COLUMNS = (
     "id, name, description, scope, enabled, priority, selector_json, rules_json,"
     " constraints_json, source, tags_json, overrides_base, base_hash, file_path,"
@@ -87,7 +76,7 @@ def verify(record: dict[str, Any], *, workflows: frozenset[str], states: frozens
     """Raise ``STORE_CORRUPT`` unless the record is well formed and its hash matches."""
     pid = record.get("id")
     try:
-        raw = {key: record[key] for key in INPUT_FIELDS}
+        raw = {key: record[key] for key in validate.INPUT_FIELDS}
         validate.validate_record(raw, workflows=workflows, known_states=states, allow_reserved=True)
     except (IthacaError, KeyError) as exc:
         problem = exc.code if isinstance(exc, IthacaError) else "MISSING_FIELD"
@@ -104,16 +93,20 @@ def corrupt(protocol_id: Any, problem: str) -> Corrupt:
     )
 
 
-def read_all(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Every protocol row, in bundle order (priority DESC, id ASC), unverified."""
+def read_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """Every protocol row as stored, in bundle order (priority DESC, id ASC)."""
     try:
-        rows = conn.execute(
+        return conn.execute(
             f"SELECT {COLUMNS} FROM protocols ORDER BY priority DESC, id ASC"
         ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise Corrupt("STORE_CORRUPT", f"protocols table unreadable: {exc}", {}) from exc
+
+
+def read_all(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every protocol row as a record, in bundle order, unverified."""
     records = []
-    for row in rows:
+    for row in read_rows(conn):
         try:
             records.append(row_to_record(row))
         except (ValueError, TypeError) as exc:

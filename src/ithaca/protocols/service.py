@@ -265,7 +265,7 @@ class ProtocolsService:
         with self.store.write() as conn:
             existing = self._mutable(conn, protocol_id)
             seed_rows = records.seed_records(conn)
-            merged = {key: existing[key] for key in records.INPUT_FIELDS}
+            merged = {key: existing[key] for key in validate.INPUT_FIELDS}
             for key in changes:
                 if key == "id":
                     if changes[key] != protocol_id:
@@ -306,7 +306,7 @@ class ProtocolsService:
             self._not_file(existing)
             if existing["enabled"] == enabled:
                 return records.public_shape(existing, seed_rows)
-            record = {key: existing[key] for key in records.INPUT_FIELDS}
+            record = {key: existing[key] for key in validate.INPUT_FIELDS}
             record["enabled"] = enabled
             stored = records.write_row(
                 conn,

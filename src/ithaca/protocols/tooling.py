@@ -63,13 +63,7 @@ class StoredRow:
 
 def stored_rows(service: ProtocolsService) -> list[StoredRow]:
     """Every protocol row in bundle order, each verified on its own."""
-    conn = service.store.connection()
-    try:
-        rows = conn.execute(
-            f"SELECT {records.COLUMNS} FROM protocols ORDER BY priority DESC, id ASC"
-        ).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise Corrupt("STORE_CORRUPT", f"protocols table unreadable: {exc}", {}) from exc
+    rows = records.read_rows(service.store.connection())
     return [_checked_row(row, service.workflows) for row in rows]
 
 

@@ -84,7 +84,7 @@ MAX_TAGS = 16
 # constraint could never fire; it is refused rather than kept as a silent no-op.
 CONSTRAINABLE_CLASSES = tuple(c for c in TOOL_CLASSES if c != "ithaca")
 
-_INPUT_FIELDS = (
+INPUT_FIELDS = (
     "id",
     "name",
     "description",
@@ -125,7 +125,7 @@ def validate_record(
     """
     if not isinstance(raw, dict):
         raise _invalid("INVALID_FIELD", "", "WRONG_TYPE", "a protocol record must be an object")
-    accepted = _INPUT_FIELDS + ("scope",) if allow_reserved else _INPUT_FIELDS
+    accepted = INPUT_FIELDS + ("scope",) if allow_reserved else INPUT_FIELDS
     for key in raw:
         if key not in accepted:
             raise _invalid(
