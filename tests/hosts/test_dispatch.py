@@ -29,6 +29,12 @@ def _edit(cwd: Path) -> str:
     )
 
 
+def _read(cwd: Path) -> str:
+    return json.dumps(
+        {"session_id": "s", "cwd": str(cwd), "tool_name": "Read", "tool_input": {"file_path": "a"}}
+    )
+
+
 def test_outside_a_project_every_hook_abstains(tmp_path):
     assert dispatch.run("claude", "PreToolUse", _edit(tmp_path)) == ("", 0)
 
@@ -85,15 +91,7 @@ def test_an_older_schema_denies_mutating_calls_until_repaired(project_dir):
     answer = json.loads(out)["hookSpecificOutput"]
     assert answer["permissionDecision"] == "deny"
     assert "ithaca doctor --repair" in answer["permissionDecisionReason"]
-    read = json.dumps(
-        {
-            "session_id": "s",
-            "cwd": str(project_dir),
-            "tool_name": "Read",
-            "tool_input": {"file_path": "a.py"},
-        }
-    )
-    assert dispatch.run("claude", "PreToolUse", read) == ("", 0)
+    assert dispatch.run("claude", "PreToolUse", _read(project_dir)) == ("", 0)
 
 
 def test_an_invalid_config_fails_closed_for_mutations_and_prompts(project_dir):
@@ -125,12 +123,4 @@ def test_an_unreadable_store_denies_mutations_but_lets_reads_through(project_dir
     reason = json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
     assert "STATE_UNREADABLE" in reason
     assert reason.count("STATE_UNREADABLE") == 1
-    read = json.dumps(
-        {
-            "session_id": "s",
-            "cwd": str(project_dir),
-            "tool_name": "Read",
-            "tool_input": {"file_path": "a.py"},
-        }
-    )
-    assert dispatch.run("claude", "PreToolUse", read) == ("", 0)
+    assert dispatch.run("claude", "PreToolUse", _read(project_dir)) == ("", 0)

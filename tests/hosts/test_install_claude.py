@@ -27,11 +27,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 EVENTS = [spec.event for spec in CLAUDE_EVENTS]
 
 
-
 def manifest_server(root: Path) -> str | None:
     """The server name the install manifest records, or None without a manifest."""
     path = root / ".ithaca" / ".runtime" / "installs" / "claude.json"
     return json.loads(path.read_text())["serverName"] if path.is_file() else None
+
 
 def make_bin(folder: Path) -> Path:
     """A folder holding an interpreter and Ithaca's two console scripts, like a venv's bin."""

@@ -910,12 +910,8 @@ def test_granting_twice_or_an_unknown_approval_is_refused(hook, governed, ready,
     assert missing.value.code == "APPROVAL_NOT_FOUND"
 
 
-def test_concurrent_identical_calls_consume_one_approval_once(hook, governed, ready, rule):
-    rule("team.release", RELEASE)
-    ready()
-    approval_id = APPROVE.search(hook.bash("npm publish").reason).group(1)
-    governed.protocols.grant_approval(approval_id)
-    payload = json.dumps(hook.tool_payload("Bash", {"command": "npm publish"}))
+def at_once(hook, payload: dict, count: int) -> list[str]:
+    """Run ``count`` hook processes that all hold the same call before any answer is read."""
     processes = [
         subprocess.Popen(
             [str(hook.script), "claude", "PreToolUse"],
@@ -925,12 +921,27 @@ def test_concurrent_identical_calls_consume_one_approval_once(hook, governed, re
             text=True,
             cwd=hook.root,
         )
-        for _ in range(4)
+        for _ in range(count)
     ]
-    # All four are running (waiting on stdin) before any receives the call.
-    outputs = [process.communicate(payload, timeout=120)[0] for process in processes]
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(payload))
+        process.stdin.close()
+    answers = []
+    for process in processes:
+        assert process.stdout is not None
+        answers.append(process.stdout.read())
+        assert process.wait(timeout=120) == 0
+    return answers
 
-    assert [p.returncode for p in processes] == [0] * 4
+
+def test_concurrent_identical_calls_consume_one_approval_once(hook, governed, ready, rule):
+    rule("team.release", RELEASE)
+    ready()
+    approval_id = APPROVE.search(hook.bash("npm publish").reason).group(1)
+    governed.protocols.grant_approval(approval_id)
+    outputs = at_once(hook, hook.tool_payload("Bash", {"command": "npm publish"}), 4)
+
     assert outputs.count("") == 1, outputs
     assert approval_status(governed, approval_id) == "consumed"
 
@@ -1160,27 +1171,7 @@ def test_concurrent_identical_requests_all_name_the_one_stored_approval(
 ):
     rule("team.release", RELEASE)
     ready()
-    payload = json.dumps(hook.tool_payload("Bash", {"command": "npm publish"}))
-    processes = [
-        subprocess.Popen(
-            [str(hook.script), "claude", "PreToolUse"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=hook.root,
-        )
-        for _ in range(6)
-    ]
-    for process in processes:  # every process has its call before any answer is read
-        assert process.stdin is not None
-        process.stdin.write(payload)
-        process.stdin.close()
-    answers = []
-    for process in processes:
-        assert process.stdout is not None
-        answers.append(process.stdout.read())
-        process.wait(timeout=120)
+    answers = at_once(hook, hook.tool_payload("Bash", {"command": "npm publish"}), 6)
     reasons = [json.loads(a)["hookSpecificOutput"]["permissionDecisionReason"] for a in answers]
     named = {APPROVE.search(reason).group(1) for reason in reasons}
 
