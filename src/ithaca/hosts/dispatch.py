@@ -49,7 +49,8 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
             raise ValueError("hook input is not a JSON object")
     except ValueError as exc:
         return _unreadable_input(event, str(exc))
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
+    given_cwd = payload.get("cwd")
+    cwd = given_cwd if isinstance(given_cwd, str) else os.getcwd()
     project = find_project(cwd)
     if project is None:
         return "", 0

@@ -119,6 +119,7 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
     for spec in CLAUDE_EVENTS:
         command = hook_command(spec.event)
         groups = _event_groups(hooks, spec.event, settings_path, create=True)
+        assert groups is not None  # created when missing
         _place_hook(groups, spec, command, _listed_commands(previous, spec.event), report)
         installed.append(
             {
@@ -167,9 +168,9 @@ def uninstall(project_root: Path) -> InstallReport:
     mcp_changed = mcp is not None and _remove_listed_server(
         mcp, manifest["serverName"], manifest["mcpEntry"], root / mcp_relpath, report
     )
-    if settings_changed:
+    if settings is not None and settings_changed:
         _write(root, settings_relpath, _pretty(settings), report)
-    if mcp_changed:
+    if mcp is not None and mcp_changed:
         _write(root, mcp_relpath, _pretty(mcp), report)
     remove_confined(state_root, MANIFEST_RELPATH)
     report.files.append(str(state_root / MANIFEST_RELPATH))

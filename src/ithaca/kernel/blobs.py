@@ -24,7 +24,7 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 class BlobStore:
     """Blobs under ``root`` (normally ``.ithaca/.runtime/blobs``)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
 
     def put(self, data: bytes) -> str:

@@ -110,8 +110,11 @@ def load(state_root: str | os.PathLike[str] | None) -> dict[str, Any]:
         layers.append((os.path.join(state_root, "config.toml"), "team"))
         layers.append((os.path.join(runtime, "config.toml"), "local"))
         cache_path = os.path.join(runtime, CACHE_NAME)
-    present = [(path, layer, _stamp(path)) for path, layer in layers]
-    present = [entry for entry in present if entry[2] is not None]
+    present = []
+    for path, layer in layers:
+        stamp = _stamp(path)
+        if stamp is not None:
+            present.append((path, layer, stamp))
     if not present:
         return defaults()
     key = [[path, *stamp] for path, _, stamp in present]

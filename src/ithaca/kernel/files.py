@@ -29,7 +29,7 @@ _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def resolve_confined(root: Path, relpath: str | Path) -> Path:
+def resolve_confined(root: str | os.PathLike[str], relpath: str | Path) -> Path:
     """The absolute path of ``relpath`` inside ``root``, refused if it could escape it.
 
     Refuses (``UNSAFE_PATH``) NUL bytes, absolute paths outside ``root``, ``..`` that
@@ -48,7 +48,9 @@ def resolve_confined(root: Path, relpath: str | Path) -> Path:
     return base.joinpath(*parts)
 
 
-def write_atomic(root: Path, relpath: str | Path, data: bytes | str, *, mode: int = 0o644) -> Path:
+def write_atomic(
+    root: str | os.PathLike[str], relpath: str | Path, data: bytes | str, *, mode: int = 0o644
+) -> Path:
     """Write ``data`` (text as UTF-8) to ``relpath`` inside ``root`` atomically.
 
     Missing folders, the root included, are created; returns the absolute target path.
@@ -66,7 +68,7 @@ def write_atomic(root: Path, relpath: str | Path, data: bytes | str, *, mode: in
     return base.joinpath(*parts)
 
 
-def remove_confined(root: Path, relpath: str | Path) -> bool:
+def remove_confined(root: str | os.PathLike[str], relpath: str | Path) -> bool:
     """Remove the file at ``relpath`` inside ``root``; False when there was none."""
     base, parts = _confined_parts(root, relpath)
     name = parts[-1]
@@ -87,7 +89,7 @@ def remove_confined(root: Path, relpath: str | Path) -> bool:
     return True
 
 
-def _confined_parts(root: Path, relpath: str | Path) -> tuple[Path, list[str]]:
+def _confined_parts(root: str | os.PathLike[str], relpath: str | Path) -> tuple[Path, list[str]]:
     """The resolved root and the lexically normalised path components below it."""
     text = os.fspath(relpath)
     if "\0" in text:
@@ -95,7 +97,7 @@ def _confined_parts(root: Path, relpath: str | Path) -> tuple[Path, list[str]]:
     base = Path(root).resolve()
     candidate = Path(text)
     if candidate.is_absolute():
-        candidate = _relative_to_root(candidate, root, base, relpath)
+        candidate = _relative_to_root(candidate, Path(root), base, relpath)
     parts: list[str] = []
     for part in candidate.parts:
         if part == "..":

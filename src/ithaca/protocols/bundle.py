@@ -18,7 +18,6 @@ from ithaca.protocols import matcher, reconcile, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
 
@@ -77,8 +76,8 @@ def compute_after_files(
     conn: sqlite3.Connection,
     event: dict[str, Any],
     workflows: frozenset[str],
-    folder: Path,
-    project_root: Path,
+    folder: str,
+    project_root: str,
 ) -> dict[str, Any]:
     """The bundle as it will be once the changed protocol files are reconciled.
 

@@ -104,7 +104,7 @@ def command_pattern_matches(pattern: str, argv: Sequence[str]) -> bool:
         return False
     positional, options = parse_command_pattern(pattern)
     command_positional = [_basename(argv[0])]
-    command_options = []
+    command_options: list[str] = []
     for token in argv[1:]:
         (command_options if _is_option(token) else command_positional).append(token)
     if len(positional) > len(command_positional):

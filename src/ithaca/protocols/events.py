@@ -20,7 +20,6 @@ from ithaca.protocols import validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
 HOST_CONNECTORS = {"claude": "claude-code", "codex": "codex", "opencode": "opencode"}
@@ -201,7 +200,7 @@ def admit(conn: sqlite3.Connection, admission: Admission, *, actor: str) -> dict
     return event
 
 
-def store_prompt(blobs_dir: Path, prompt_text: str) -> str:
+def store_prompt(blobs_dir: str, prompt_text: str) -> str:
     """Keep a prompt's text as a blob named by its digest (``store_prompts = true``)."""
     from ithaca.kernel.blobs import BlobStore
 

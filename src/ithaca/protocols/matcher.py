@@ -111,7 +111,7 @@ class BundleIndex:
         """The bundle for these selector values, in order, and its digest."""
         mask = self._all
         for key, wildcard, by_value in self._keys:
-            mask &= wildcard | by_value.get(values.get(key), 0)
+            mask &= wildcard | by_value.get(values.get(key) or "", 0)
         found = self._memo.get(mask)
         if found is None:
             found = self._assemble(mask)
