@@ -418,3 +418,29 @@ def test_user_only_commands_in_an_agent_environment_are_refused(
     assert "error USER_ONLY" in result.stderr
     assert "CODEX_THREAD_ID" in result.stderr
     assert project.protocols.get_protocol("team.review")["enabled"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "exit_code"),
+    [
+        (["disable", "ithaca.coding.progress"], "BASE_LOCKED", 1),
+        (["remove", "ithaca.coding.progress"], "BASE_LOCKED", 1),
+        (["update", "team.review", "--selector", "[1]"], "INVALID_FIELD", 2),
+        (["update", "team.nothing", "--priority", "3"], "PROTOCOL_NOT_FOUND", 1),
+        (["admit", "--connector", "cli", "--workflow", "nope"], "UNKNOWN_WORKFLOW", 2),
+        (["admit", "--connector", "cli", "--task", "Not A Task"], "INVALID_EVENT", 2),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else str(value),
+)
+def test_user_only_commands_report_the_real_problem_before_asking_for_confirmation(
+    project_dir: Path, project: IthacaProject, args: list[str], code: str, exit_code: int
+) -> None:
+    project.protocols.create_protocol(RECORD)
+    before = journal_length(project)
+
+    result = run(project_dir, *args)
+
+    assert result.exit_code == exit_code, result.output
+    assert f"error {code}" in result.stderr
+    assert "type" not in result.output
+    assert journal_length(project) == before

@@ -358,7 +358,7 @@ def update_command(ctx: click.Context, protocol_id: str, **fields: Any) -> None:
         changes = _record_from(fields)
         if not changes:
             raise invalid_field("", "NO_CHANGES", "give --file or at least one field flag")
-        service.get_protocol(protocol_id)
+        service.update_protocol(protocol_id, changes, actor="user", check_only=True)
         require_user(f"update protocol {protocol_id}", protocol_id)
         updated = service.update_protocol(protocol_id, changes, actor="user")
     click.echo(f"Updated {updated['id']}.")
@@ -370,7 +370,7 @@ def _switch(name: str, enabled: bool) -> click.Command:
     def command(ctx: click.Context, protocol_id: str) -> None:
         service = _service(ctx)
         with errors_to_exit():
-            service.get_protocol(protocol_id)
+            service.set_enabled(protocol_id, enabled, actor="user", check_only=True)
             require_user(f"{name} protocol {protocol_id}", protocol_id)
             record = service.set_enabled(protocol_id, enabled, actor="user")
         click.echo(f"{record['id']} is {'enabled' if record['enabled'] else 'disabled'}.")
@@ -390,7 +390,7 @@ def remove_command(ctx: click.Context, protocol_id: str) -> None:
     """★ Remove a user protocol; removing an override restores the base."""
     service = _service(ctx)
     with errors_to_exit():
-        service.get_protocol(protocol_id)
+        service.remove_protocol(protocol_id, actor="user", check_only=True)
         require_user(f"remove protocol {protocol_id}", protocol_id)
         removed = service.remove_protocol(protocol_id, actor="user")
     suffix = "; the base protocol is back" if removed["restoredBase"] else ""
@@ -429,8 +429,7 @@ def admit_command(
     event_id = ids.new("evt")
     with errors_to_exit():
         prompt_text = _read(prompt_file.open(encoding="utf-8")) if prompt_file else None
-        require_user(f"admit {connector} event {event_id}", event_id)
-        event = service.admit_event(
+        arguments: dict[str, Any] = dict(
             connector=connector,
             kind=kind,
             workflow=workflow,
@@ -442,6 +441,9 @@ def admit_command(
             event_id=event_id,
             actor="user",
         )
+        service.admit_event(**arguments, check_only=True)
+        require_user(f"admit {connector} event {event_id}", event_id)
+        event = service.admit_event(**arguments)
     click.echo(f"Admitted {event['id']} (workflow: {event['context']['workflow']}).")
 
 

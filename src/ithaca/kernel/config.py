@@ -17,6 +17,7 @@ import json
 import os
 
 from ithaca.kernel.errors import InvalidInput, IthacaError
+from ithaca.kernel.markers import is_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,16 +45,6 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
 }
 
 
-def _name(value: Any) -> bool:
-    """A workflow or task name, as prompt markers spell them."""
-    return (
-        0 < len(value) <= 64
-        and value[0].isascii()
-        and value[0].islower()
-        and all(c.isascii() and (c.islower() or c.isdigit() or c in "._-") for c in value)
-    )
-
-
 def _selector_text(value: Any) -> bool:
     return 0 < len(value) <= 128 and value.isprintable()
 
@@ -65,11 +56,11 @@ VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
         "a number of seconds from 1 to 2592000",
     ),
     ("protocols", "workflows"): (
-        lambda v: all(isinstance(w, str) and _name(w) for w in v),
+        lambda v: all(isinstance(w, str) and is_name(w) for w in v),
         "a list of names like 'release' (lowercase letters, digits, '.', '_', '-')",
     ),
-    ("protocols", "default_workflow"): (_name, "a workflow name like 'coding'"),
-    ("protocols", "default_task"): (_name, "a task name like 'release-2'"),
+    ("protocols", "default_workflow"): (is_name, "a workflow name like 'coding'"),
+    ("protocols", "default_task"): (is_name, "a task name like 'release-2'"),
     ("protocols", "project_id"): (_selector_text, "1 to 128 printable characters"),
     ("protocols", "client_id"): (_selector_text, "1 to 128 printable characters"),
     ("protocols", "read_only_tools"): (

@@ -25,6 +25,16 @@ class Prompt(namedtuple("Prompt", "markers first_line", defaults=(None, ""))):
         return super().__new__(cls, markers if markers is not None else {}, first_line)
 
 
+def is_name(value: str) -> bool:
+    """Whether ``value`` is a workflow or task name as a marker spells it."""
+    return (
+        0 < len(value) <= 64
+        and value[0].isascii()
+        and value[0].islower()
+        and all(c.isascii() and (c.islower() or c.isdigit() or c in "._-") for c in value)
+    )
+
+
 def parse(text: str) -> Prompt:
     """Split the marker block off a prompt; ``MALFORMED_MARKER`` for a bad ``::`` line."""
     markers: dict[str, str] = {}

@@ -12,7 +12,7 @@ from typing import Any
 
 from ithaca.kernel import clock, journal, states
 from ithaca.kernel.errors import Conflict, InvalidInput, NotFound, Refused
-from ithaca.kernel.markers import Prompt
+from ithaca.kernel.markers import Prompt, is_name
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 from ithaca.protocols import approvals, bundle, events, reconcile, records, seeds, validate
@@ -78,6 +78,7 @@ class ProtocolsService:
         prompt_text: str | None = None,
         event_id: str | None = None,
         actor: str = "system",
+        check_only: bool = False,
     ) -> dict[str, Any]:
         """Admit an event outside a host hook (scheduled jobs, bridges, the CLI)."""
         if connector not in ADMIT_CONNECTORS:
@@ -92,6 +93,10 @@ class ProtocolsService:
         if workflow is not None and workflow not in self.workflows:
             raise InvalidInput(
                 "UNKNOWN_WORKFLOW", f"unknown workflow {workflow!r}", {"workflow": workflow}
+            )
+        if task is not None and not is_name(task):
+            raise InvalidInput(
+                "INVALID_EVENT", f"task {task!r} is not a name like 'release-2'", {"task": task}
             )
         admitted_by = "user" if actor == "user" else "system"
         with self.store.write() as conn:
@@ -114,6 +119,8 @@ class ProtocolsService:
                     "clientId": client_id,
                 },
             )
+            if check_only:
+                return dict(admission.event)
             event = events.admit(conn, admission, actor=admitted_by)
         if prompt_text is not None and self.config["protocols"]["store_prompts"]:
             events.store_prompt(self.project.blobs_dir, prompt_text)
@@ -259,7 +266,12 @@ class ProtocolsService:
             return records.public_shape(stored, seed_rows)
 
     def update_protocol(
-        self, protocol_id: str, changes: dict[str, Any], *, actor: str = "user"
+        self,
+        protocol_id: str,
+        changes: dict[str, Any],
+        *,
+        actor: str = "user",
+        check_only: bool = False,
     ) -> dict[str, Any]:
         _require_user(actor, "update a protocol")
         with self.store.write() as conn:
@@ -279,7 +291,9 @@ class ProtocolsService:
             record = self._validate(merged, allow_reserved=existing["overridesBase"])
             if existing["overridesBase"]:
                 validate.check_override(seed_rows[protocol_id], record)
-            if validate.record_hash(dict(record, scope="user")) == existing["contentHash"]:
+            if check_only or (
+                validate.record_hash(dict(record, scope="user")) == existing["contentHash"]
+            ):
                 return records.public_shape(existing, seed_rows)
             stored = records.write_row(
                 conn,
@@ -293,7 +307,7 @@ class ProtocolsService:
             return records.public_shape(stored, seed_rows)
 
     def set_enabled(
-        self, protocol_id: str, enabled: bool, *, actor: str = "user"
+        self, protocol_id: str, enabled: bool, *, actor: str = "user", check_only: bool = False
     ) -> dict[str, Any]:
         _require_user(actor, "enable or disable a protocol")
         with self.store.write() as conn:
@@ -304,7 +318,7 @@ class ProtocolsService:
                     return records.public_shape(existing, seed_rows)
                 raise _base_locked(protocol_id, "base protocols and their overrides stay enabled")
             self._not_file(existing)
-            if existing["enabled"] == enabled:
+            if check_only or existing["enabled"] == enabled:
                 return records.public_shape(existing, seed_rows)
             record = {key: existing[key] for key in validate.INPUT_FIELDS}
             record["enabled"] = enabled
@@ -320,11 +334,15 @@ class ProtocolsService:
             self._journal(conn, actor, kind, stored, existing["contentHash"])
             return records.public_shape(stored, seed_rows)
 
-    def remove_protocol(self, protocol_id: str, *, actor: str = "user") -> dict[str, Any]:
+    def remove_protocol(
+        self, protocol_id: str, *, actor: str = "user", check_only: bool = False
+    ) -> dict[str, Any]:
         _require_user(actor, "remove a protocol")
         with self.store.write() as conn:
             existing = self._mutable(conn, protocol_id)
             seed_rows = records.seed_records(conn)
+            if check_only:
+                return {"id": protocol_id, "removed": False, "restoredBase": False}
             conn.execute("DELETE FROM protocols WHERE id = ?", (protocol_id,))
             if existing["overridesBase"] and protocol_id in seed_rows:
                 restored = records.write_row(
