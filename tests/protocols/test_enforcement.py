@@ -935,15 +935,20 @@ def at_once(hook, payload: dict, count: int) -> list[str]:
     return answers
 
 
-def test_concurrent_identical_calls_consume_one_approval_once(hook, governed, ready, rule):
+def test_concurrent_identical_calls_consume_one_approval_once(
+    hook, governed, ready, rule, decisions
+):
     rule("team.release", RELEASE)
     ready()
     approval_id = APPROVE.search(hook.bash("npm publish").reason).group(1)
     governed.protocols.grant_approval(approval_id)
+    logged = len(decisions())
     outputs = at_once(hook, hook.tool_payload("Bash", {"command": "npm publish"}), 4)
 
     assert outputs.count("") == 1, outputs
     assert approval_status(governed, approval_id) == "consumed"
+    assert len(decisions()) == logged + 4  # the calls that lost are logged as denials too
+    assert [d["effect"] for d in decisions()[logged:]].count("allow") == 1
 
 
 # --- internal errors ----------------------------------------------------------------------

@@ -186,15 +186,17 @@ def _commit(ctx: GateContext, call: Call | None, final: Opinion) -> Opinion:
         with write_transaction(conn):
             if ctx.session_id:
                 _touch_session(conn, ctx)
+            overruled = []
             for _, gate in _gates(ctx.event):
                 commit = getattr(gate, "commit", None)
                 if commit is not None:
-                    commit(call, final, ctx)
+                    overruled.append(commit(call, final, ctx))
     except (IthacaError, sqlite3.Error, OSError) as exc:
         code = getattr(exc, "code", type(exc).__name__)
         failed = _failure(ctx.event, code, str(exc), ctx.payload, call)
         return failed if failed.effect in ("deny", "block") else final
-    return final
+    # A commit may find the world changed since its decide (a race lost): it says so.
+    return combine([final, *(opinion for opinion in overruled if opinion is not None)])
 
 
 def _touch_session(conn: sqlite3.Connection, ctx: GateContext) -> None:

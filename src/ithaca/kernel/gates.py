@@ -4,7 +4,9 @@ A gate module (``ithaca/<part>/gate.py``) exposes ``EVENTS`` (the hook events it
 about), ``decide(call, ctx) -> Opinion`` — read-only, on the dispatcher's connection —
 and optionally ``commit(call, final, ctx)``, which the dispatcher runs for every gate in
 one write transaction after it has combined all opinions. Two phases keep a part from
-consuming or recording anything on its own "allow" when the final answer is "deny".
+consuming or recording anything on its own "allow" when the final answer is "deny". A
+commit that finds the world changed since its decide (a race lost) returns a deny, which
+overrules the answer.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import time
 
 from ithaca.kernel import journal, states
 from ithaca.kernel.call import Call
-from ithaca.kernel.errors import Conflict, IthacaError
+from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext, Opinion
 from ithaca.protocols import approvals, bundle, constraints, events, reconcile, records
 
@@ -271,8 +271,9 @@ def _apply_constraints(
 
 def commit(
     conn: sqlite3.Connection, scratch: dict[str, Any], final: Opinion, ctx: GateContext
-) -> None:
-    """Record the decision, refresh the bundle cache, store or consume approvals."""
+) -> Opinion | None:
+    """Record the decision, refresh the bundle cache, store or consume approvals; returns
+    a deny when the approval this call relied on was consumed by a concurrent call."""
     assert ctx.project is not None
     settings = ctx.config["protocols"]
     if scratch["cache"] is not None:
@@ -309,15 +310,19 @@ def commit(
             ttl_seconds=settings["approval_ttl_seconds"],
         )
     elif approval_action == "consumed":
-        if final.effect in ("allow", "abstain"):
-            if not approvals.consume(conn, scratch["approvalId"], ctx.now):
-                raise Conflict(
-                    "APPROVAL_USED",
-                    "the approval for this action was used by another call",
-                    {"approvalId": scratch["approvalId"]},
-                )
-        else:
+        if final.effect not in ("allow", "abstain"):
             approval_action = None
+        elif not approvals.consume(conn, scratch["approvalId"], ctx.now):
+            # Another identical call used the approval first: this one is denied, and logged so.
+            approval_action = "lost"
+            lost = Opinion(
+                "deny",
+                "APPROVAL_USED",
+                f"Ithaca: approval {scratch['approvalId']} was just used by another identical"
+                " call; it allows one call. Ask the user to approve this action again.",
+            )
+            scratch.update(effect="deny", code=lost.code, reason=lost.reason)
+            final = lost
     journal.append(
         conn,
         actor="hook",
@@ -342,3 +347,4 @@ def commit(
             "final": {"effect": final.effect, "code": final.code, "gate": final.gate},
         },
     )
+    return final if approval_action == "lost" else None

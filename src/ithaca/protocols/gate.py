@@ -36,10 +36,10 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     return ABSTAIN
 
 
-def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
     scratch = ctx.scratch.get(NAME)
     if scratch is None or ctx.conn is None:
-        return
+        return None
     if ctx.event == "UserPromptSubmit":
         if final.effect not in ("block", "deny"):
             events.admit(ctx.conn, scratch, actor="hook")
@@ -47,10 +47,10 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
             if ctx.config["protocols"]["store_prompts"] and isinstance(prompt, str):
                 assert ctx.project is not None
                 events.store_prompt(ctx.project.blobs_dir, prompt)
-        return
+        return None
     from ithaca.protocols import enforcement
 
-    enforcement.commit(ctx.conn, scratch, final, ctx)
+    return enforcement.commit(ctx.conn, scratch, final, ctx)
 
 
 def admission_context(event_id: str, workflow: str, strict: bool) -> str:
