@@ -349,3 +349,13 @@ def test_override_of_an_id_that_is_not_a_base_protocol_is_refused(governed, make
     with pytest.raises(Refused) as raised:
         governed.protocols.create_protocol(make_record("team.new"), actor="user", override=True)
     assert raised.value.code == "NOT_A_BASE_PROTOCOL"
+
+
+@pytest.mark.parametrize("session", [5, {"a": 1}, "", "has space"])
+def test_load_protocols_refuses_a_malformed_session_field(governed, session):
+    event = governed.protocols.admit_event(connector="test", host_session_id="s1")
+    before = journal_length(governed)
+    with pytest.raises(InvalidInput) as raised:
+        governed.protocols.load_protocols({"eventId": event["id"], "session": session})
+    assert raised.value.details == {"pointer": "/session", "problem": "WRONG_TYPE"}
+    assert journal_length(governed) == before

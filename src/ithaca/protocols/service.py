@@ -147,6 +147,15 @@ class ProtocolsService:
                 f"load_protocols takes eventId; {key!r} is not a field",
                 {"pointer": f"/{key}", "problem": "UNKNOWN_FIELD"},
             )
+        session = arguments.get("session")
+        if session is not None and not (
+            isinstance(session, str) and events.SESSION_ID.fullmatch(session)
+        ):
+            raise InvalidInput(
+                "INVALID_INPUT",
+                "session is the host session id (letters, digits, '_' and '-')",
+                {"pointer": "/session", "problem": "WRONG_TYPE"},
+            )
         event_id = _require_event_id(arguments.get("eventId"))
         conn = self.store.connection()
         event = events.fetch(conn, event_id)
