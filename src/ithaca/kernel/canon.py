@@ -39,16 +39,18 @@ except ImportError:
 def canonical(value: Any) -> bytes:
     """The RFC 8785 encoding of ``value`` as UTF-8 bytes."""
     parts: list[str] = []
-    _encode(value, parts, "")
     try:
+        _encode(value, parts)
         return "".join(parts).encode("utf-8")
-    except UnicodeEncodeError as exc:
+    except _Unencodable as exc:
+        pointer = "".join(f"/{step}" for step in reversed(exc.path))
+        problem, message = exc.args
+    except UnicodeEncodeError:
         pointer = _surrogate_pointer(value, "") or ""
-        raise InvalidInput(
-            "INVALID_INPUT",
-            f"{pointer or '/'}: a string holds a lone surrogate and has no UTF-8 form",
-            {"pointer": pointer, "problem": "INVALID_STRING"},
-        ) from exc
+        problem, message = "INVALID_STRING", "a string holds a lone surrogate (no UTF-8 form)"
+    raise InvalidInput(
+        "INVALID_INPUT", f"{pointer or '/'}: {message}", {"pointer": pointer, "problem": problem}
+    )
 
 
 def canonical_text(value: Any) -> str:
@@ -70,7 +72,15 @@ def digest_excluding(value: dict[str, Any], key: str) -> str:
     return digest({k: v for k, v in value.items() if k != key})
 
 
-def _encode(value: Any, out: list[str], pointer: str) -> None:
+class _Unencodable(Exception):
+    """A value with no canonical form; ``path`` collects the JSON pointer on the way out."""
+
+    def __init__(self, problem: str, message: str):
+        super().__init__(problem, message)
+        self.path: list[str] = []
+
+
+def _encode(value: Any, out: list[str]) -> None:
     if value is None:
         out.append("null")
     elif value is True:
@@ -80,43 +90,42 @@ def _encode(value: Any, out: list[str], pointer: str) -> None:
     elif isinstance(value, str):
         out.append(_escape_string(value))
     elif isinstance(value, int):
-        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            out.append(str(int(value)))
-        else:
-            raise _out_of_range(pointer)
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise _out_of_range()
+        out.append(str(int(value)))
     elif isinstance(value, float):
-        out.append(_format_number(value, pointer))
+        out.append(_format_number(value))
     elif isinstance(value, dict):
-        out.append("{")
         keys = list(value)
-        for key in keys:
-            if not isinstance(key, str):
-                raise InvalidInput(
-                    "INVALID_INPUT",
-                    f"{pointer or '/'}: object keys must be strings",
-                    {"pointer": pointer, "problem": "INVALID_KEY"},
-                )
-        keys.sort(key=_utf16_order)
+        if not all(isinstance(key, str) for key in keys):
+            raise _Unencodable("INVALID_KEY", "object keys must be strings")
+        # Code-point order equals UTF-16 order unless a key holds a character beyond U+FFFF.
+        keys.sort(key=None if all(key.isascii() for key in keys) else _utf16_order)
+        out.append("{")
         for index, key in enumerate(keys):
             if index:
                 out.append(",")
             out.append(_escape_string(key))
             out.append(":")
-            _encode(value[key], out, f"{pointer}/{_escape_pointer(key)}")
+            try:
+                _encode(value[key], out)
+            except _Unencodable as exc:
+                exc.path.append(_escape_pointer(key))
+                raise
         out.append("}")
     elif isinstance(value, list | tuple):
         out.append("[")
         for index, item in enumerate(value):
             if index:
                 out.append(",")
-            _encode(item, out, f"{pointer}/{index}")
+            try:
+                _encode(item, out)
+            except _Unencodable as exc:
+                exc.path.append(str(index))
+                raise
         out.append("]")
     else:
-        raise InvalidInput(
-            "INVALID_INPUT",
-            f"{pointer or '/'}: {type(value).__name__} has no JSON form",
-            {"pointer": pointer, "problem": "INVALID_TYPE"},
-        )
+        raise _Unencodable("INVALID_TYPE", f"{type(value).__name__} has no JSON form")
 
 
 def _surrogate_pointer(value: Any, pointer: str) -> str | None:
@@ -149,18 +158,16 @@ def _escape_pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _out_of_range(pointer: str) -> InvalidInput:
-    return InvalidInput(
-        "INVALID_INPUT",
-        f"{pointer or '/'}: number out of range (finite, integers within ±(2^53−1))",
-        {"pointer": pointer, "problem": "NUMBER_OUT_OF_RANGE"},
+def _out_of_range() -> _Unencodable:
+    return _Unencodable(
+        "NUMBER_OUT_OF_RANGE", "number out of range (finite, integers within ±(2^53−1))"
     )
 
 
-def _format_number(number: float, pointer: str) -> str:
+def _format_number(number: float) -> str:
     """ECMAScript ``Number.prototype.toString`` for a finite double."""
     if not math.isfinite(number):
-        raise _out_of_range(pointer)
+        raise _out_of_range()
     if number == 0:
         return "0"
     sign = "-" if number < 0 else ""

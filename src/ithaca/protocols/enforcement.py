@@ -184,9 +184,10 @@ def _cached_protocols(
 ) -> list[dict[str, Any]]:
     seeds = records.seed_records(conn)
     workflows = events.known_workflows(ctx.config)
+    stored = records.read_many(conn, protocol_ids)
     shaped = []
     for protocol_id in protocol_ids:
-        record = records.read_one(conn, protocol_id)
+        record = stored.get(protocol_id)
         if record is None:
             raise records.corrupt(protocol_id, "MISSING_ROW")
         records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
