@@ -55,6 +55,8 @@ def test_ten_thousand_new_ids_are_distinct() -> None:
     assert len({ids.new("evt") for _ in range(10_000)}) == 10_000
 
 
-def test_short_id_is_prefix_and_eight_crockford_chars_by_default() -> None:
-    assert re.fullmatch(f"apr_{CROCKFORD_CHAR}{{8}}", ids.short("apr"))
-    assert re.fullmatch(f"apr_{CROCKFORD_CHAR}{{12}}", ids.short("apr", 12))
+def test_derived_ids_agree_for_the_same_seed_and_differ_for_another():
+    first = ids.derived("apr", "session\naction\n0")
+    assert re.fullmatch(f"apr_{CROCKFORD_CHAR}{{8}}", first)
+    assert ids.derived("apr", "session\naction\n0") == first
+    assert ids.derived("apr", "session\naction\n1") != first

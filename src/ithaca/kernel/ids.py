@@ -27,12 +27,6 @@ def new(prefix: str) -> str:
     return f"{prefix}_{ulid()}"
 
 
-def short(prefix: str, length: int = 8) -> str:
-    """A short random id (``apr_7K2M9QXD``) for things a person types."""
-    bits = int.from_bytes(os.urandom((5 * length + 7) // 8), "big") >> (-5 * length % 8)
-    return f"{prefix}_{_encode(bits, length)}"
-
-
 def derived(prefix: str, seed: str, length: int = 8) -> str:
     """A short id computed from ``seed``: callers that share the seed agree on the id."""
     from ithaca.kernel.canon import sha256
