@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 from importlib import import_module
 from types import ModuleType
 
-from ithaca.kernel import clock, config, markers
+from ithaca.kernel import clock, config, ids, markers
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import connect, write_transaction
 from ithaca.kernel.errors import IthacaError
@@ -35,7 +34,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
 _HOST_ADAPTERS = {"claude": "ithaca.hosts.claude"}
 
@@ -109,7 +107,7 @@ def _open(project: Project) -> tuple[sqlite3.Connection | None, bool]:
 
 def _session_id(payload: dict[str, Any]) -> str | None:
     value = payload.get("session_id")
-    return value if isinstance(value, str) and SESSION_ID.fullmatch(value) else None
+    return value if ids.is_session_id(value) else None
 
 
 def _classify(

@@ -42,14 +42,15 @@ def main(argv: list[str] | None = None) -> int:
 def _export_session(stdin_text: str, env_var: str | None) -> None:
     import json
 
-    from ithaca.hosts.dispatch import SESSION_ID, write_session_env
+    from ithaca.hosts.dispatch import write_session_env
+    from ithaca.kernel.ids import is_session_id
 
     try:
         payload = json.loads(stdin_text)
     except ValueError:
         return
     session_id = payload.get("session_id") if isinstance(payload, dict) else None
-    if isinstance(session_id, str) and SESSION_ID.fullmatch(session_id) and env_var:
+    if is_session_id(session_id) and env_var:
         try:
             write_session_env(session_id, os.environ.get(env_var))
         except OSError:

@@ -27,6 +27,11 @@ def new(prefix: str) -> str:
     return f"{prefix}_{ulid()}"
 
 
+def is_session_id(value: object) -> bool:
+    """Whether ``value`` can name a host session (DESIGN, Kernel contracts 4)."""
+    return isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,200}", value) is not None
+
+
 def derived(prefix: str, seed: str, length: int = 8) -> str:
     """A short id computed from ``seed``: callers that share the seed agree on the id."""
     from ithaca.kernel.canon import sha256

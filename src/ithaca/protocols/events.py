@@ -9,7 +9,6 @@ triggers refuse UPDATE and DELETE), and only a digest and length of the prompt a
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections import namedtuple
 
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 HOST_CONNECTORS = {"claude": "claude-code", "codex": "codex", "opencode": "opencode"}
-SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
 COLUMNS = (
     "id, received_at, connector, kind, actor_id, actor_kind, host_session_id, host_turn_id,"
     " client_id, project_id, workflow, task, context_sources, prompt_sha256, prompt_length,"
@@ -94,7 +92,7 @@ def prepare(
 
     ``explicit`` holds context values a trusted caller (the CLI's ``admit``) supplies.
     """
-    if session_id is not None and not SESSION_ID.fullmatch(session_id):
+    if session_id is not None and not ids.is_session_id(session_id):
         raise InvalidInput(
             "INVALID_EVENT", "the host session id is malformed", {"field": "session_id"}
         )

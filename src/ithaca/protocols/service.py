@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ithaca.kernel import clock, journal, states
+from ithaca.kernel import clock, ids, journal, states
 from ithaca.kernel.errors import Conflict, InvalidInput, NotFound, Refused
 from ithaca.kernel.markers import Prompt, is_name
 from ithaca.kernel.project import Project
@@ -148,9 +148,7 @@ class ProtocolsService:
                 {"pointer": f"/{key}", "problem": "UNKNOWN_FIELD"},
             )
         session = arguments.get("session")
-        if session is not None and not (
-            isinstance(session, str) and events.SESSION_ID.fullmatch(session)
-        ):
+        if session is not None and not ids.is_session_id(session):
             raise InvalidInput(
                 "INVALID_INPUT",
                 "session is the host session id (letters, digits, '_' and '-')",
