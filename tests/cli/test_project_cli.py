@@ -173,3 +173,10 @@ def test_a_fixtures_file_that_is_not_utf8_is_invalid_input(project_dir, tmp_path
     result = run("--project", str(project_dir), "protocols", "test", str(bad))
     assert result.exit_code == 2
     assert "INVALID_INPUT" in result.output
+
+
+def test_a_project_folder_that_does_not_exist_is_a_usage_error_and_creates_nothing(tmp_path):
+    missing = tmp_path / "missing"
+    result = run("--project", str(missing), "init")
+    assert result.exit_code == 2
+    assert not missing.exists()

@@ -18,7 +18,7 @@ from ithaca.cli import demo, hook, install, mcp_command, project, protocols
     "project_path",
     default=".",
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=click.Path(exists=True, file_okay=False),
     help="Folder inside the project.",
 )
 @click.pass_context
