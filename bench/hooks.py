@@ -49,7 +49,7 @@ EXPECTED: dict[str, Callable[[str], bool]] = {
     "PreToolUse": lambda answer: answer.strip() == "",
     "PreToolUse (script)": lambda answer: answer.strip() == "",
 }
-FLOOR_IMPORTS = "import json, sqlite3, hashlib"
+FLOOR_IMPORTS = "import json, sqlite3"
 # Times one hook's phases inside its own process (see _print_phases).
 PHASES = """
 import sys, time
@@ -214,17 +214,17 @@ def _print_imports(event: str, command: list[str], stdin: bytes, top: int = 15) 
 
 
 def _print_floor(runs: int) -> None:
-    """How close to the baseline any hook can get: a process that only imports what every
-    hook needs (stdin JSON, the store, the journal's hashes)."""
+    """How close to the baseline any hook can get: a process started like the installed
+    hooks (``-S``) that only imports what every hook needs (the host's JSON, the store)."""
     bare = [sys.executable, "-c", "pass"]
-    floor = [sys.executable, "-c", FLOOR_IMPORTS]
+    floor = [sys.executable, "-S", "-c", FLOOR_IMPORTS]
     timings: dict[str, list[float]] = {"bare": [], "floor": []}
     for _ in range(runs):
         timings["bare"].append(_run(bare, b"")[0])
         timings["floor"].append(_run(floor, b"")[0])
     bare_ms, floor_ms = (statistics.median(values) for values in timings.values())
     print(
-        f'\nfloor: `python -c "{FLOOR_IMPORTS}"` median {floor_ms:.1f} ms,'
+        f'\nfloor: `python -S -c "{FLOOR_IMPORTS}"` median {floor_ms:.1f} ms,'
         f" {floor_ms / bare_ms:.2f}x a bare interpreter ({bare_ms:.1f} ms, {runs} runs each)"
     )
 
