@@ -708,3 +708,19 @@ def test_seed_states_follow_overrides_drift_and_missing_rows(service: ProtocolsS
     assert states["ithaca.coding.completion-report"] == "overridden+drift"
     assert states["ithaca.goal.ultragoal"] == "missing"
     assert states["ithaca.protocols-first"] == "in-sync"
+
+
+def test_fixtures_include_the_kernel_guard_like_the_hook(service: ProtocolsService) -> None:
+    case = {
+        "name": "state is off limits",
+        "actions": [
+            bash("rm -rf .ithaca", "deny"),
+            bash("ithaca protocols approve apr_7K2M9QXD", "deny"),
+            bash("rm -rf build", "allow"),
+        ],
+    }
+
+    result = tooling.run_fixtures(service, fixtures(case))
+
+    assert [a["effect"] for a in result["cases"][0]["actions"]] == ["deny", "deny", "allow"]
+    assert result["passed"] is True

@@ -35,6 +35,19 @@ HOSTS_THAT_ASK = frozenset({"claude"})
 _SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 
 
+def constraint_vote(effect: str, *, approved: bool, host: str) -> tuple[str, str]:
+    """What one fired constraint makes of a call: ``(logged result, vote)``.
+
+    An ``ask`` or ``approval`` covered by a granted approval allows; an ``approval``, or an
+    ``ask`` on a host that cannot ask its user, becomes a denial with an approval request.
+    """
+    if effect in ("ask", "approval") and approved:
+        return "approved", "allow"
+    if effect == "approval" or (effect == "ask" and host not in HOSTS_THAT_ASK):
+        return "approval_required", "deny"
+    return effect, effect
+
+
 def approval_reason(approval_id: str, protocol_ids: list[str]) -> str:
     return (
         f"This action needs the user's approval (protocol {', '.join(protocol_ids)})."
@@ -230,12 +243,8 @@ def _apply_constraints(
     needs_request: list[str] = []
     logged = []
     for item in fired:
-        result = item.effect
-        vote = item.effect
-        if item.effect in ("ask", "approval") and approval_id:
-            result, vote = "approved", "allow"
-        elif item.effect == "approval" or (item.effect == "ask" and ctx.host not in HOSTS_THAT_ASK):
-            result, vote = "approval_required", "deny"
+        result, vote = constraint_vote(item.effect, approved=bool(approval_id), host=ctx.host)
+        if result == "approval_required":
             needs_request.append(item.protocol_id)
         logged.append(
             {

@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from ithaca.kernel import clock, journal, states
+from ithaca.kernel import clock, guard, journal, states
 from ithaca.kernel.errors import Corrupt, InvalidInput, IthacaError
+from ithaca.kernel.gates import GateContext
 from ithaca.protocols import (
     bundle,
     constraints,
+    enforcement,
     events,
     matcher,
     reconcile,
@@ -215,6 +217,7 @@ def _run_action(
         server_name=settings["mcp_server_name"],
     )
     fired: list[constraints.Fired] = []
+    guarded = guard.decide(call, _guard_context(service, action["host"]))
     if call.tool_class != "ithaca":
         items = [
             (protocol["id"], index, constraint)
@@ -225,7 +228,14 @@ def _run_action(
         fired = constraints.evaluate(
             items, call, state=lambda name: given.get(name, False), approved=action["approved"]
         )
-    votes = [_vote(item.effect, action["host"], action["approved"]) for item in fired]
+    votes = [
+        enforcement.constraint_vote(item.effect, approved=action["approved"], host=action["host"])[
+            1
+        ]
+        for item in fired
+    ]
+    if guarded.effect == "deny":
+        votes.append("deny")
     effect = max(votes, key=_SEVERITY.__getitem__, default="allow")
     return {
         "tool": action["tool"],
@@ -247,14 +257,17 @@ def _run_action(
     }
 
 
-def _vote(effect: str, host: str, approved: bool) -> str:
-    """What one fired constraint makes of the call, as the hook would answer it."""
-    if effect == "ask":
-        if approved:
-            return "allow"
-        return "ask" if host == "claude" else "deny"
-    # deny stays deny; an unapproved require_approval is a deny with a request
-    return "deny"
+def _guard_context(service: ProtocolsService, host: str) -> GateContext:
+    """What the kernel guard reads, for a fixture call (no store: no write allowances)."""
+    return GateContext(
+        host=host,
+        event="PreToolUse",
+        payload={},
+        project=service.project,
+        config=service.config,
+        conn=None,
+        session_id=None,
+    )
 
 
 def _check_fixtures(fixtures: Any, service: ProtocolsService) -> list[dict[str, Any]]:
