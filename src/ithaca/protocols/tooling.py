@@ -234,15 +234,15 @@ def _run_action(
         ]
         for item in fired
     ]
-    if guarded.effect == "deny":
-        votes.append("deny")
-    effect = max(votes, key=_SEVERITY.__getitem__, default="allow")
+    guard_votes = ["deny"] if guarded.effect == "deny" else []
+    effect = max([*votes, *guard_votes], key=_SEVERITY.__getitem__, default="allow")
     return {
         "tool": action["tool"],
         "host": action["host"],
         "expect": action["expect"],
         "effect": effect,
         "passed": effect == action["expect"],
+        "guard": guarded.code,
         "fired": [
             {
                 "protocolId": item.protocol_id,
