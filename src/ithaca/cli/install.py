@@ -29,7 +29,7 @@ def _render(report: dict[str, Any]) -> None:
 
 
 @click.command()
-@click.argument("host", type=click.Choice(HOSTS))
+@click.argument("host", type=click.Choice(HOSTS), metavar="HOST")
 @json_option
 @click.pass_context
 def install(ctx: click.Context, host: str, as_json: bool) -> None:
@@ -57,7 +57,7 @@ def _compile_hook_modules() -> None:
 
 
 @click.command()
-@click.argument("host", type=click.Choice(HOSTS))
+@click.argument("host", type=click.Choice(HOSTS), metavar="HOST")
 @json_option
 @click.pass_context
 def uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
