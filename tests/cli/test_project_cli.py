@@ -180,3 +180,13 @@ def test_a_project_folder_that_does_not_exist_is_a_usage_error_and_creates_nothi
     result = run("--project", str(missing), "init")
     assert result.exit_code == 2
     assert not missing.exists()
+
+
+def test_log_survives_a_payload_edited_into_other_json(project_dir):
+    conn = sqlite3.connect(project_dir / ".ithaca" / ".runtime" / "state.db")
+    conn.execute("UPDATE journal SET payload = 'null' WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    result = run("--project", str(project_dir), "log")
+    assert result.exit_code == 0
+    assert "payload not in its usual shape" in result.output

@@ -129,3 +129,52 @@ def test_host_and_user_only_ithaca_commands_do_not_skip_protocol_checks(project_
     for command in ("ithaca uninstall claude", "ithaca protocols approve apr_X"):
         call = _call(project_dir, "Bash", {"command": command})
         assert (call.tool_class, call.mutating) == ("shell", True), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ithaca $(echo uninstall) claude",
+        "ithaca uninstall${EMPTY} claude",
+        "i=ithaca; $i uninstall claude",
+        "python -c \"from ithaca.cli.main import cli; cli(['uninstall', 'claude'])\"",
+        "python -m ithaca.__main__ uninstall claude",
+        "echo 'ithaca uninstall claude' | bash",
+        "git -c alias.u='!ithaca uninstall claude' u",
+    ],
+)
+def test_host_wiring_hidden_from_the_parser_is_still_denied(project_dir, ctx, command):
+    assert decide(_call(project_dir, "Bash", {"command": command}), ctx).code == "HOST_COMMAND"
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Edit", {"file_path": ".claude/settings.json", "old_string": "a", "new_string": "b"}),
+        ("Write", {"file_path": ".mcp.json", "content": "{}"}),
+        ("Bash", {"command": "echo '{}' > .claude/settings.local.json"}),
+    ],
+)
+def test_the_hosts_wiring_files_are_off_limits(project_dir, ctx, tool, tool_input):
+    assert decide(_call(project_dir, tool, tool_input), ctx).code == "HOST_SETTINGS_DENIED"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf .ith*",
+        'rm -rf "$PWD/.ithaca"',
+        "sqlite3 .ithaca/.runtime/stat?.db 'delete from journal'",
+        "sqlite3 state[.]db .dump",
+    ],
+)
+def test_globs_and_shell_decided_paths_aimed_at_state_are_denied(project_dir, ctx, command):
+    assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["rm -rf *", "rm -f *.db", "pip install -e . && ithaca status", "grep -r 'ithaca install' ."],
+)
+def test_ordinary_commands_near_those_patterns_pass(project_dir, ctx, command):
+    assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "abstain"

@@ -118,7 +118,8 @@ def log(
 def describe(entry: dict[str, Any]) -> str:
     """One line that says what a journal event decided or changed."""
     unusual = "(payload not in its usual shape; `ithaca doctor` checks the journal)"
-    if "unreadablePayload" in entry["payload"]:
+    payload = entry["payload"]
+    if not isinstance(payload, dict) or "unreadablePayload" in payload:
         return unusual
     try:
         return _describe(entry)
