@@ -263,65 +263,18 @@ def test_approvals_lists_open_requests_and_all_with_the_flag(
 # --- input errors and authority -------------------------------------------------------
 
 
+# A create command that lacks only its selector (or a name, for the INVALID_FIELD case).
+CREATE_X = ("create", "--id", "team.x", "--description", "d", "--priority", "1", "--rule", "r")
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [
+        ((*CREATE_X, "--name", "X", "--selector", "{bad"), "INVALID_INPUT"),
+        ((*CREATE_X, "--name", "X", "--constraint", "[not a constraint"), "INVALID_INPUT"),
+        (CREATE_X, "INVALID_FIELD"),
         (
-            (
-                "create",
-                "--id",
-                "team.x",
-                "--name",
-                "X",
-                "--description",
-                "d",
-                "--priority",
-                "1",
-                "--rule",
-                "r",
-                "--selector",
-                "{bad",
-            ),
-            "INVALID_INPUT",
-        ),
-        (
-            (
-                "create",
-                "--id",
-                "team.x",
-                "--name",
-                "X",
-                "--description",
-                "d",
-                "--priority",
-                "1",
-                "--rule",
-                "r",
-                "--constraint",
-                "[not a constraint",
-            ),
-            "INVALID_INPUT",
-        ),
-        (
-            ("create", "--id", "team.x", "--description", "d", "--priority", "1", "--rule", "r"),
-            "INVALID_FIELD",
-        ),
-        (
-            (
-                "create",
-                "--id",
-                "team.x",
-                "--name",
-                "X",
-                "--description",
-                "d",
-                "--priority",
-                "1",
-                "--rule",
-                "r",
-                "--selector",
-                '{"workflow": "typo"}',
-            ),
+            (*CREATE_X, "--name", "X", "--selector", '{"workflow": "typo"}'),
             "INVALID_SELECTOR_VALUE",
         ),
         (("update", "team.review", "--selector", "nope"), "INVALID_INPUT"),

@@ -25,6 +25,14 @@ APPROVE = re.compile(
 )
 
 
+def rooted(tool_input: dict, root) -> dict:
+    """The tool input with ``{root}`` replaced by the project folder."""
+    return {
+        key: value.replace("{root}", str(root)) if isinstance(value, str) else value
+        for key, value in tool_input.items()
+    }
+
+
 def load_reason(event_id: str) -> str:
     return (
         f'Ithaca: call load_protocols with {{"eventId": "{event_id}"}} first; mutating tools'
@@ -479,10 +487,7 @@ def test_deny_path_matches_globs_variables_and_every_write_target(
 ):
     rule("team.no-secrets", {"kind": "deny_path", "paths": ["secrets/**", ".env"]})
     ready()
-    tool_input = {
-        key: value.replace("{root}", str(governed_dir)) if isinstance(value, str) else value
-        for key, value in tool_input.items()
-    }
+    tool_input = rooted(tool_input, governed_dir)
 
     answer = hook.tool(tool, tool_input)
 
@@ -1102,10 +1107,7 @@ def test_kernel_guard_denies_writes_under_the_state_root(
     tool, tool_input, governed_dir, hook, ready
 ):
     ready()
-    tool_input = {
-        key: value.replace("{root}", str(governed_dir)) if isinstance(value, str) else value
-        for key, value in tool_input.items()
-    }
+    tool_input = rooted(tool_input, governed_dir)
 
     answer = hook.tool(tool, tool_input)
 

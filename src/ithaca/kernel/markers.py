@@ -13,7 +13,8 @@ from collections import namedtuple
 
 from ithaca.kernel.errors import InvalidInput
 
-_MARKER = re.compile(r"::(workflow|task) +([a-z][a-z0-9._-]{0,63}) *")
+# Compiled on first use (re caches it): every hook imports this module, few parse prompts.
+_MARKER = r"::(workflow|task) +([a-z][a-z0-9._-]{0,63}) *"
 
 
 class Prompt(namedtuple("Prompt", "markers first_line", defaults=(None, ""))):
@@ -44,7 +45,7 @@ def parse(text: str) -> Prompt:
         index += 1
     while index < len(lines) and lines[index].startswith("::"):
         line = lines[index].rstrip("\r")
-        found = _MARKER.fullmatch(line)
+        found = re.fullmatch(_MARKER, line)
         if found is None:
             raise InvalidInput(
                 "MALFORMED_MARKER",
