@@ -25,6 +25,15 @@ if TYPE_CHECKING:
 
 CACHE_NAME = "config.json"
 
+# Sub-keys of ``validators.limits``: each a positive whole number, merged key by key.
+VALIDATOR_LIMITS: dict[str, int] = {
+    "address_space_mb": 2048,
+    "js_heap_mb": 1024,
+    "file_size_mb": 64,
+    "open_files": 256,
+    "processes": 512,
+}
+
 # section -> key -> (accepted types, default)
 SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
     "protocols": {
@@ -41,6 +50,31 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
     },
     "hooks": {
         "fail_closed": ((bool,), True),
+    },
+    "mcp": {
+        "tool_timeout_s": ((int, float), 60),
+    },
+    "validators": {
+        "timeout_s": ((int, float), 30),
+        "grace_s": ((int, float), 2),
+        "max_output_bytes": ((int,), 65536),
+        "max_verdict_bytes": ((int,), 65536),
+        "python": ((str,), None),  # None: the interpreter running Ithaca
+        "node": ((str,), "node"),
+        "shell": ((str,), "/bin/sh"),
+        "path": ((str,), None),  # None: the inherited PATH
+        "python_site": ((bool,), False),
+        "require_network_isolation": ((bool,), False),
+        "limits": ((dict,), VALIDATOR_LIMITS),
+    },
+    "ulysses": {
+        "require_plan_for_mutation": ((bool,), True),
+        "tests_are_read_only": ((bool,), True),
+        "read_only_commands": ((list,), []),
+        "mutating_tools": ((list,), []),
+        "coordinator_agent_types": ((list,), []),
+        "checkpoint_snapshots": ((bool,), True),
+        "checkpoint_max_file_mb": ((int, float), 50),
     },
 }
 
@@ -67,6 +101,31 @@ VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
         lambda v: all(isinstance(g, str) and g for g in v),
         "a list of tool-name globs",
     ),
+    ("mcp", "tool_timeout_s"): (lambda v: 1 <= v <= 3600, "a number of seconds from 1 to 3600"),
+    ("validators", "timeout_s"): (lambda v: 0 < v <= 3600, "a number of seconds from 1 to 3600"),
+    ("validators", "grace_s"): (lambda v: 0 < v <= 60, "a number of seconds up to 60"),
+    ("validators", "max_output_bytes"): (lambda v: 1024 <= v <= 2**26, "1024 to 67108864 bytes"),
+    ("validators", "max_verdict_bytes"): (lambda v: 1024 <= v <= 2**24, "1024 to 16777216 bytes"),
+    ("validators", "python"): (bool, "a path to a Python interpreter"),
+    ("validators", "node"): (bool, "a Node executable name or path"),
+    ("validators", "shell"): (bool, "a shell executable path"),
+    ("validators", "limits"): (
+        lambda v: all(k in VALIDATOR_LIMITS and type(n) is int and n > 0 for k, n in v.items()),
+        f"a table of positive whole numbers named {', '.join(VALIDATOR_LIMITS)}",
+    ),
+    ("ulysses", "read_only_commands"): (
+        lambda v: all(isinstance(c, str) and c and "/" not in c for c in v),
+        "a list of command names",
+    ),
+    ("ulysses", "mutating_tools"): (
+        lambda v: all(isinstance(c, str) and c for c in v),
+        "a list of tool names",
+    ),
+    ("ulysses", "coordinator_agent_types"): (
+        lambda v: all(isinstance(c, str) and c for c in v),
+        "a list of agent type names",
+    ),
+    ("ulysses", "checkpoint_max_file_mb"): (lambda v: 0 < v <= 4096, "1 to 4096 megabytes"),
     ("protocols", "mcp_server_name"): (
         lambda v: 0 < len(v) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-") for c in v),
         "1 to 64 letters, digits, '_' or '-'",
@@ -76,7 +135,16 @@ VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
 # Top-level keys accepted only in the user's own file.
 USER_KEYS: dict[str, tuple[tuple[type, ...], Any]] = {"user_id": ((str,), None)}
 # Keys that pick an executable: never taken from the tracked team file.
-EXECUTABLE_KEYS: frozenset[tuple[str, str]] = frozenset()
+EXECUTABLE_KEYS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("validators", "python"),
+        ("validators", "node"),
+        ("validators", "shell"),
+        ("validators", "path"),
+    }
+)
+# A validator must end before the host abandons the tool call that runs it.
+BUDGET_MARGIN_S = 5
 
 
 def defaults() -> dict[str, Any]:
@@ -115,12 +183,15 @@ def load(state_root: str | os.PathLike[str] | None) -> dict[str, Any]:
     config = defaults()
     for path, layer, _ in present:
         _overlay(config, _read(path), path, layer)
+    _check_budget(config, present[-1][0])
     if cache_path is not None:
         _remember(cache_path, key, config)
     return config
 
 
 def _fresh(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
     return list(value) if isinstance(value, list) else value
 
 
@@ -187,7 +258,23 @@ def _overlay(config: dict[str, Any], data: dict[str, Any], path: str, layer: str
             check = VALUE_CHECKS.get((section, key))
             if check is not None and not check[0](value):
                 raise _invalid(path, f"{section}.{key}", f"must be {check[1]}")
-            config[section][key] = value
+            if isinstance(value, dict):
+                config[section][key] = {**config[section][key], **value}
+            else:
+                config[section][key] = value
+
+
+def _check_budget(config: dict[str, Any], path: str) -> None:
+    validators = config["validators"]
+    budget = validators["timeout_s"] + validators["grace_s"] + BUDGET_MARGIN_S
+    if budget >= config["mcp"]["tool_timeout_s"]:
+        raise _invalid(
+            path,
+            "validators.timeout_s",
+            f"plus grace_s and {BUDGET_MARGIN_S} s must stay under mcp.tool_timeout_s "
+            f"({config['mcp']['tool_timeout_s']} s), so a validator ends before the host "
+            "abandons the tool call",
+        )
 
 
 def _check_type(path: str, name: str, value: Any, types: tuple[type, ...]) -> None:

@@ -24,6 +24,9 @@ class Migration(namedtuple("Migration", "version name sql_ref")):
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "kernel.initial", "ithaca.kernel.schema:KERNEL_V1"),
     Migration(2, "protocols.initial", "ithaca.protocols.schema:PROTOCOLS_V1"),
+    Migration(3, "validators.initial", "ithaca.validators.schema:VALIDATORS_V1"),
+    Migration(4, "ulysses.initial", "ithaca.ulysses.schema:ULYSSES_V1"),
+    Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_schema:KNOWLEDGE_V1"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -48,6 +48,10 @@ class Project(namedtuple("Project", "root state_root work_root")):
     def protocols_dir(self) -> str:
         return os.path.join(self.state_root, "protocols")
 
+    @property
+    def knowledge_dir(self) -> str:
+        return os.path.join(self.state_root, "knowledge")
+
 
 def find_project(start: str | os.PathLike[str]) -> Project | None:
     """The project containing ``start``, or ``None`` when there is no ``.ithaca/``."""

@@ -1,0 +1,3 @@
+"""The knowledge index's tables."""
+
+KNOWLEDGE_V1 = ""

@@ -1,0 +1,3 @@
+"""The Ulysses protocol's tables."""
+
+ULYSSES_V1 = ""
