@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ithaca.cli.main import cli
+from ithaca.kernel.migrations import MIGRATIONS
 
 
 def run(*args: str, stdin: str | None = None) -> Result:
@@ -100,11 +101,12 @@ def test_doctor_repair_migrates_an_old_schema_after_a_backup(project_dir):
     db = project_dir / ".ithaca" / ".runtime" / "state.db"
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA user_version = 1")
-    conn.execute("DROP TABLE protocol_approvals")
-    conn.execute("DROP TABLE protocol_sessions")
-    conn.execute("DROP TABLE protocol_state")
-    for table in ("protocols", "protocol_seeds", "protocol_events"):
-        conn.execute(f"DROP TABLE {table}")
+    conn.execute("PRAGMA foreign_keys = OFF")
+    kernel_tables = {"journal", "host_sessions", "gate_state", "write_allowances"}
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    for table in tables:
+        if table not in kernel_tables and not table.startswith("sqlite_"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.commit()
     conn.close()
     check = run("--project", str(project_dir), "doctor", "--json")
@@ -112,7 +114,8 @@ def test_doctor_repair_migrates_an_old_schema_after_a_backup(project_dir):
     assert "STATE_NEEDS_MIGRATION" in {f["code"] for f in json.loads(check.output)["findings"]}
 
     repaired = run("--project", str(project_dir), "doctor", "--repair", "--json")
-    assert json.loads(repaired.output)["repaired"] == ["protocols.initial"]
+    later = [migration.name for migration in MIGRATIONS if migration.version > 1]
+    assert json.loads(repaired.output)["repaired"] == later
     backups = list((project_dir / ".ithaca" / ".runtime" / "backups").glob("*.db"))
     assert len(backups) == 1
 

@@ -30,6 +30,7 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("protocols", "disable"),
     ("protocols", "remove"),
     ("protocols", "admit"),
+    ("ulysses", "rollback"),
 )
 
 
