@@ -19,12 +19,13 @@ from ithaca.hosts.install_claude import (
     install,
     uninstall,
 )
-from ithaca.kernel.canon import canonical
+from ithaca.kernel.canon import canonical, digest_bytes
 from ithaca.kernel.clock import parse
 from ithaca.kernel.errors import Conflict, InvalidInput
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 EVENTS = [spec.event for spec in CLAUDE_EVENTS]
+SKILL = ".claude/skills/ulysses/SKILL.md"
 
 
 def manifest_server(root: Path) -> str | None:
@@ -162,7 +163,9 @@ def test_reinstall_writes_nothing_and_adds_no_duplicates(tmp_path: Path) -> None
     report = install(root)
 
     assert report.added == [] and report.removed == [] and report.files == []
-    assert sorted(report.unchanged) == sorted([f"hook {e}" for e in EVENTS] + ["mcp server ithaca"])
+    assert sorted(report.unchanged) == sorted(
+        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", "skill ulysses"]
+    )
     assert [path.read_bytes() for path in files] == before
     assert all(len(ithaca_commands(settings_of(root), event)) == 1 for event in EVENTS)
 
@@ -220,8 +223,11 @@ def test_uninstall_gives_back_the_settings_the_user_had(
 
     assert settings_of(root) == fixture(settings_fixture)
     assert load(root / ".mcp.json") == {}
-    assert sorted(report.removed) == sorted([f"hook {e}" for e in EVENTS] + ["mcp server ithaca"])
+    assert sorted(report.removed) == sorted(
+        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", "skill ulysses"]
+    )
     assert not (root / ".ithaca" / ".runtime" / "installs" / "claude.json").exists()
+    assert not (root / ".claude" / "skills").exists()
 
 
 def test_uninstall_keeps_the_edits_the_user_made_after_install(tmp_path: Path) -> None:
@@ -395,6 +401,7 @@ def test_manifest_records_every_added_entry_in_canonical_json(
     assert report.files == [
         str(root / ".claude" / "settings.json"),
         str(root / ".mcp.json"),
+        str(root / ".claude" / "skills" / "ulysses" / "SKILL.md"),
         str(manifest_file),
     ]
     raw = manifest_file.read_bytes()
@@ -416,6 +423,7 @@ def test_manifest_records_every_added_entry_in_canonical_json(
             for spec in CLAUDE_EVENTS
         ],
         "mcpEntry": {"command": str(hermetic / "ithaca"), "args": ["mcp"]},
+        "skills": [{"path": SKILL, "sha256": digest_bytes((root / SKILL).read_bytes())}],
     }
     assert not (root / ".ithaca").exists()
 
@@ -500,3 +508,41 @@ def test_any_user_settings_survive_install_reinstall_and_uninstall(original: dic
         uninstall(root)
 
         assert load(settings_file) == original
+
+
+def test_install_adds_the_ulysses_skill_and_uninstall_takes_it_back(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    install(root)
+    text = (root / SKILL).read_text()
+    assert text.startswith("---\nname: ulysses\n")
+    assert '"operation": "reflect"' in text
+
+    uninstall(root)
+    assert not (root / ".claude" / "skills").exists()
+
+
+def test_a_skill_the_user_edited_after_install_survives_uninstall(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    install(root)
+    (root / SKILL).write_text("my own notes on debugging\n")
+
+    report = uninstall(root)
+
+    assert (root / SKILL).read_text() == "my own notes on debugging\n"
+    assert "skill ulysses" in report.unchanged
+
+
+def test_a_foreign_skill_at_that_path_refuses_the_install_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    root = project_with(tmp_path)
+    (root / SKILL).parent.mkdir(parents=True)
+    (root / SKILL).write_text("someone else's skill\n")
+
+    with pytest.raises(Conflict) as refused:
+        install(root)
+
+    assert refused.value.code == "SKILL_PATH_TAKEN"
+    assert (root / SKILL).read_text() == "someone else's skill\n"
+    assert not (root / ".claude" / "settings.json").exists()
+    assert not (root / ".mcp.json").exists()

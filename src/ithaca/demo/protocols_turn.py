@@ -56,7 +56,7 @@ def play(stage: Stage) -> None:
         },
     }
     say("\nagent> Edit greet.py (before loading protocols)")
-    denial = _decision(stage.hook("PreToolUse", **edit))
+    denial = decision(stage.hook("PreToolUse", **edit))
     expect(denial[0] == "deny" and "load_protocols" in denial[1], f"edit not denied: {denial}")
     say(f"  PreToolUse -> DENY: {denial[1]}")
 
@@ -69,19 +69,19 @@ def play(stage: Stage) -> None:
         say(f"    - {protocol_id}")
 
     say("\nagent> Edit greet.py (again)")
-    allowed = _decision(stage.hook("PreToolUse", **edit))
+    allowed = decision(stage.hook("PreToolUse", **edit))
     expect(allowed[0] == "allow", f"edit not allowed after loading: {allowed}")
     say("  PreToolUse -> allowed (Ithaca stays silent; the host's own permissions apply)")
 
     say("\nagent> Bash: git push origin main")
-    push = _decision(
+    push = decision(
         stage.hook("PreToolUse", tool_name="Bash", tool_input={"command": "git push origin main"})
     )
     expect(push[0] == "deny" and "team.no-push" in push[1], f"push not denied: {push}")
     say(f"  PreToolUse -> DENY: {push[1]}")
 
     say("\nagent> Write .ithaca/protocols/team.no-push.json (to loosen the rule)")
-    tamper = _decision(
+    tamper = decision(
         stage.hook(
             "PreToolUse",
             tool_name="Write",
@@ -103,7 +103,7 @@ def play(stage: Stage) -> None:
         say("  " + line)
 
 
-def _decision(answer: dict[str, Any]) -> tuple[str, str]:
+def decision(answer: dict[str, Any]) -> tuple[str, str]:
     specific = answer.get("hookSpecificOutput", {})
     return specific.get("permissionDecision", "allow"), specific.get("permissionDecisionReason", "")
 

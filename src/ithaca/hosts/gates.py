@@ -10,4 +10,5 @@ GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # (module, events it handles)
     ("ithaca.kernel.guard", ("PreToolUse",)),
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
+    ("ithaca.ulysses.gate", ("SessionStart", "PreToolUse")),
 )

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ithaca.kernel import clock
-from ithaca.kernel.canon import canonical, digest_excluding
+from ithaca.kernel.canon import canonical, digest_bytes, digest_excluding
 from ithaca.kernel.errors import Conflict, InvalidInput, invalid_field
 from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
 from ithaca.kernel.project import RUNTIME_DIR_NAME, STATE_DIR_NAME
@@ -39,6 +39,9 @@ HOST = "claude"
 SETTINGS_RELPATH = ".claude/settings.json"
 MCP_RELPATH = ".mcp.json"
 MANIFEST_RELPATH = f"{RUNTIME_DIR_NAME}/installs/{HOST}.json"
+SKILLS_RELPATH = ".claude/skills"
+# Skills shipped in the ``ithaca.skills`` package, installed as ``.claude/skills/<name>/``.
+SKILLS = ("ulysses",)
 SERVER_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -130,6 +133,7 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
             }
         )
 
+    skills = _plan_skills(root, previous, report)
     manifest = {
         "host": HOST,
         "serverName": server_name,
@@ -137,12 +141,16 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
         "mcpPath": MCP_RELPATH,
         "hooks": installed,
         "mcpEntry": entry,
+        "skills": [{"path": path, "sha256": digest_bytes(data)} for path, data in skills],
         "installedAt": clock.now(),
     }
     if settings != settings_before:
         _write(root, SETTINGS_RELPATH, _pretty(settings), report)
     if mcp != mcp_before:
         _write(root, MCP_RELPATH, _pretty(mcp), report)
+    for relpath, data in skills:
+        if _file_bytes(root / relpath) != data:
+            _write(root, relpath, data, report)
     if previous is None or digest_excluding(previous, "installedAt") != digest_excluding(
         manifest, "installedAt"
     ):
@@ -172,6 +180,7 @@ def uninstall(project_root: Path) -> InstallReport:
         _write(root, settings_relpath, _pretty(settings), report)
     if mcp is not None and mcp_changed:
         _write(root, mcp_relpath, _pretty(mcp), report)
+    _remove_listed_skills(root, manifest.get("skills", []), report)
     remove_confined(state_root, MANIFEST_RELPATH)
     report.files.append(str(state_root / MANIFEST_RELPATH))
     return report
@@ -286,6 +295,60 @@ def _place_hook(
     ours_ids = {id(hook) for hook in ours if hook is not kept}
     if _remove_hooks(groups, lambda hook: id(hook) in ours_ids) or replaced:
         report.removed.append(label)
+
+
+def _plan_skills(
+    root: Path, previous: dict[str, Any] | None, report: InstallReport
+) -> list[tuple[str, bytes]]:
+    """Each skill file to install, checked before anything is written: a file at that
+    path that an earlier install did not write is the user's, and is never overwritten."""
+    from importlib.resources import files
+
+    ours_before = {item["path"]: item["sha256"] for item in (previous or {}).get("skills", [])}
+    planned = []
+    for name in SKILLS:
+        relpath = f"{SKILLS_RELPATH}/{name}/SKILL.md"
+        data = files("ithaca.skills").joinpath(name, "SKILL.md").read_bytes()
+        resolve_confined(root, relpath)
+        current = _file_bytes(root / relpath)
+        label = f"skill {name}"
+        if current == data:
+            report.unchanged.append(label)
+        elif current is None or digest_bytes(current) == ours_before.get(relpath):
+            report.added.append(label)
+        else:
+            raise Conflict(
+                "SKILL_PATH_TAKEN",
+                f"{root / relpath} exists and was not written by Ithaca; move it away first",
+                {"path": str(root / relpath)},
+            )
+        planned.append((relpath, data))
+    return planned
+
+
+def _remove_listed_skills(root: Path, listed: list[dict[str, Any]], report: InstallReport) -> None:
+    """Remove each listed skill file that is still as installed, and folders left empty."""
+    for item in listed:
+        relpath = item["path"]
+        label = f"skill {Path(relpath).parent.name}"
+        current = _file_bytes(root / relpath)
+        if current is None or digest_bytes(current) != item["sha256"]:
+            report.unchanged.append(label)
+            continue
+        remove_confined(root, relpath)
+        report.removed.append(label)
+        report.files.append(str(root / relpath))
+        folder = (root / relpath).parent
+        while folder != root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _remove_listed_hooks(

@@ -1,0 +1,1 @@
+"""Agent skills Ithaca installs into a host (Claude Code: ``.claude/skills/<name>/``)."""
