@@ -20,6 +20,9 @@ from ithaca.kernel.store import Store
 
 if TYPE_CHECKING:
     from ithaca.protocols.service import ProtocolsService
+    from ithaca.ulysses.knowledge import KnowledgeService
+    from ithaca.ulysses.service import UlyssesService
+    from ithaca.validators.notebooks import NotebookService
 
 
 class IthacaProject:
@@ -35,6 +38,24 @@ class IthacaProject:
         from ithaca.protocols.service import ProtocolsService
 
         return ProtocolsService(self.project, self.store, self.config)
+
+    @cached_property
+    def notebooks(self) -> NotebookService:
+        from ithaca.validators.notebooks import NotebookService
+
+        return NotebookService(self.project, self.store, self.config)
+
+    @cached_property
+    def ulysses(self) -> UlyssesService:
+        from ithaca.ulysses.service import UlyssesService
+
+        return UlyssesService(self.project, self.store, self.config)
+
+    @cached_property
+    def knowledge(self) -> KnowledgeService:
+        from ithaca.ulysses.knowledge import KnowledgeService
+
+        return KnowledgeService(self.project, self.store, self.config)
 
     def close(self) -> None:
         self.store.close()

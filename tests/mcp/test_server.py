@@ -40,12 +40,12 @@ def last_journal_event(project: IthacaProject) -> dict[str, Any]:
 # --- tools/list -----------------------------------------------------------------------
 
 
-def test_the_server_offers_only_load_protocols_and_the_read_only_protocols_tool(client):
+def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client):
     tools = client.tools()
 
-    assert set(tools) == {"load_protocols", "protocols"}
-    assert tools["protocols"].annotations.read_only_hint is True
-    assert tools["load_protocols"].annotations.read_only_hint is False
+    assert set(tools) == {"load_protocols", "protocols", "notebook", "ulysses", "knowledge"}
+    read_only = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
+    assert read_only == {"protocols", "knowledge"}
 
 
 def test_load_protocols_schema_requires_the_event_id_and_lists_the_ignored_selector_arguments(

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import click
 
-from ithaca.cli import demo, hook, install, mcp_command, project, protocols
+from ithaca.cli import (
+    demo,
+    hook,
+    install,
+    knowledge,
+    mcp_command,
+    notebook,
+    project,
+    protocols,
+    ulysses,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,6 +43,9 @@ for command in (
     project.log,
     project.doctor,
     protocols.group,
+    notebook.group,
+    ulysses.group,
+    knowledge.group,
     install.install,
     install.uninstall,
     mcp_command.mcp,

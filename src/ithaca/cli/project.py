@@ -155,7 +155,9 @@ def _describe(entry: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.option("--repair", is_flag=True, help="Back up, then migrate an old schema.")
+@click.option(
+    "--repair", is_flag=True, help="Back up and migrate an old schema; rewrite lost lesson files."
+)
 @json_option
 @click.pass_context
 def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
@@ -171,14 +173,14 @@ def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
     with errors_to_exit(as_json):
         store = Store(found.db_path, backups_dir=found.backups_dir, migrate=False)
         ctx.call_on_close(store.close)
-        applied = store.migrate() if repair else []
+        applied = kernel_doctor.repair(found, store) if repair else []
         report = kernel_doctor.check(found, store)
     report["repaired"] = applied
 
     def render(value: dict[str, Any]) -> None:
         out = console()
         if applied:
-            out.print(f"Migrated: {', '.join(applied)} (backup taken first)")
+            out.print(f"Repaired: {', '.join(applied)} (backup taken before migrating)")
         out.print(
             f"Schema {value['schemaVersion']}/{value['latestVersion']}, "
             f"{value['journalEvents']} journal events."

@@ -3,7 +3,8 @@
 The kernel checks what it owns (SQLite's ``integrity_check``, the schema version, the
 hash chain); each part contributes a check through the provider registry, so a later
 part adds its own without editing this module. Checking never writes; ``repair``
-migrates an old schema after a backup.
+migrates an old schema after a backup and runs each part's repair (lesson files
+rewritten from the index, for one).
 """
 
 from __future__ import annotations
@@ -17,7 +18,21 @@ from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.store import Store
 
 # Each provider is "module:function" taking (project, conn) and returning findings.
-PROVIDERS: tuple[str, ...] = ("ithaca.protocols.health:check",)
+PROVIDERS: tuple[str, ...] = ("ithaca.protocols.health:check", "ithaca.ulysses.knowledge:check")
+
+
+# Each repair is "module:function" taking (project, conn) and returning what it restored.
+REPAIRS: tuple[str, ...] = ("ithaca.ulysses.knowledge:restore_missing_files",)
+
+
+def repair(project: Any, store: Store) -> list[str]:
+    """Migrate an old schema (after a backup), then let each part restore what it can."""
+    done = store.migrate()
+    conn = store.connection()
+    for provider in REPAIRS:
+        module, _, name = provider.partition(":")
+        done.extend(getattr(import_module(module), name)(project, conn))
+    return done
 
 
 def check(project: Any, store: Store) -> dict[str, Any]:

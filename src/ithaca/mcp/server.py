@@ -1,14 +1,16 @@
 """Ithaca's MCP server: the tools an agent calls, over stdio.
 
 The server is a thin adapter over the same services the CLI calls, and it acts only as
-``agent``: it offers ``load_protocols`` (the one write an agent may cause, journaled as a
-load) and the read-only ``protocols`` tool, and nothing a user alone may do.
+``agent``: ``load_protocols`` and the read-only ``protocols`` tool, the debugging tools
+``notebook``, ``ulysses`` and ``knowledge`` (``ithaca.mcp.debugging``), and nothing a
+user alone may do.
 
 Each tool publishes a hand-written JSON Schema and receives the raw arguments, which are
-checked against that schema by Ithaca itself (``ithaca.mcp.errors``), so unknown fields
-and wrong types are refused with coded errors instead of being dropped or described in
-the SDK's prose. Every schema accepts ``session``, which Ithaca's PreToolUse hook fills in
-(DESIGN, Kernel contracts 4). Results are JSON objects, so clients get
+checked by Ithaca itself — against that schema (``ithaca.mcp.errors``), or by the
+service's ``dispatch`` for the tools whose fields depend on the operation — so unknown
+fields and wrong types are refused with coded errors instead of being dropped or
+described in the SDK's prose. Every schema accepts ``session``, which Ithaca's PreToolUse
+hook fills in (DESIGN, Kernel contracts 4). Results are JSON objects, so clients get
 ``structuredContent`` as well as the same JSON as text.
 
 The project is opened once, when the server is built. The SDK runs these synchronous
@@ -30,6 +32,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from ithaca import __version__
 from ithaca.app import open_project
 from ithaca.kernel.errors import IthacaError, invalid_field
+from ithaca.mcp import debugging
+from ithaca.mcp.debugging import SESSION_PROPERTY
 from ithaca.mcp.errors import check_arguments, check_text, error_result
 from ithaca.protocols import tooling
 from ithaca.protocols.service import SELECTOR_ARGUMENTS, ProtocolsService
@@ -40,11 +44,6 @@ INSTRUCTIONS = (
     "admitted it as an event, call load_protocols with that event id before any other "
     "tool, and follow every rule in the bundle it returns."
 )
-
-SESSION_PROPERTY = {
-    "type": "string",
-    "description": "The host session id. Ithaca's hook fills it in; you need not set it.",
-}
 
 LOAD_PROTOCOLS_DESCRIPTION = (
     "Load the protocols that bind this turn. Ithaca admits every user prompt as an event "
@@ -134,6 +133,9 @@ def build_server(project_path: str) -> MCPServer:
     """An MCP server for the project at ``project_path``, opened (and migrated) now."""
     project = open_project(project_path)
     service = project.protocols
+    from ithaca.validators.runner import remove_stale_run_folders
+
+    remove_stale_run_folders()
 
     @asynccontextmanager
     async def close_project_when_done(_server: MCPServer) -> AsyncIterator[None]:
@@ -158,6 +160,30 @@ def build_server(project_path: str) -> MCPServer:
             schema=PROTOCOLS_SCHEMA,
             read_only=True,
             handler=lambda arguments: read_protocols(service, arguments),
+        ),
+        _tool(
+            "notebook",
+            title="Validator notebooks",
+            description=debugging.NOTEBOOK_DESCRIPTION,
+            schema=debugging.NOTEBOOK_SCHEMA,
+            read_only=False,
+            handler=lambda arguments: _dispatch(project.notebooks, arguments),
+        ),
+        _tool(
+            "ulysses",
+            title="Ulysses debugging protocol",
+            description=debugging.ULYSSES_DESCRIPTION,
+            schema=debugging.ULYSSES_SCHEMA,
+            read_only=False,
+            handler=lambda arguments: _dispatch(project.ulysses, arguments),
+        ),
+        _tool(
+            "knowledge",
+            title="Lessons from earlier debugging",
+            description=debugging.KNOWLEDGE_DESCRIPTION,
+            schema=debugging.KNOWLEDGE_SCHEMA,
+            read_only=True,
+            handler=lambda arguments: _dispatch(project.knowledge, arguments),
         ),
     ]
     return MCPServer(
@@ -203,6 +229,13 @@ def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
         return service.get_protocol(arguments["id"])
     filters = {key: arguments.get(key) for key in OPERATION_FIELDS["list"]}
     return {"protocols": service.list_protocols(**filters)}
+
+
+def _dispatch(service: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """An ``{operation, ...}`` tool: the service checks the fields each operation takes."""
+    check_text(arguments)
+    answer: dict[str, Any] = service.dispatch(arguments)
+    return answer
 
 
 def _tool(

@@ -1,0 +1,152 @@
+"""The debugging tools an agent sees over MCP: ``notebook``, ``ulysses`` and ``knowledge``.
+
+Each tool takes an ``operation`` and that operation's fields, and hands the raw arguments
+to its service's ``dispatch``, which checks them strictly (unknown fields, wrong types,
+limits) and answers with coded errors. The schemas published here describe every field
+an operation may take, so a client can show them; the service stays the one judge of
+what a given operation accepts. Operation and field names are the seed's, so its skill
+text works unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SESSION_PROPERTY = {
+    "type": "string",
+    "description": "The host session id. Ithaca's hook fills it in; you need not set it.",
+}
+ANY_JSON = {"description": "Any JSON value."}
+_TEXT = {"type": "string"}
+_TEXT_LIST = {"type": "array", "items": {"type": "string"}}
+_CELL_REF = {
+    "type": "object",
+    "properties": {"notebookId": _TEXT, "cellId": _TEXT},
+    "required": ["notebookId", "cellId"],
+    "additionalProperties": False,
+}
+
+NOTEBOOK_DESCRIPTION = (
+    "Author validator cells: small programs that judge observed data and write a verdict. "
+    "operation=create {title, language?} makes a notebook (python by default; javascript, "
+    "typescript, shell). add_cell {notebookId, source, kind?, language?, filename?, mode?, "
+    "timeout_s?} adds a cell; a code cell named requirements.txt, pyproject.toml, "
+    "package.json or tsconfig.json is a manifest, any other code cell is a validator. "
+    "update_cell {notebookId, cellId, ...} stores a new version (every version is kept). "
+    "get, list and export read. run_cell {notebookId, cellId, observed} is a dry run that "
+    "stores nothing. A Python validator reads observed data and writes its verdict with "
+    "the helper: `from tb_validate import observed, pass_, fail`; JavaScript: "
+    '`import { observed, pass, fail } from "./tb-validate.js"`. Mode probe runs the cell '
+    "in the project root so it can measure evidence itself (run the tests, read a log)."
+)
+
+NOTEBOOK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {
+            "type": "string",
+            "enum": ["create", "add_cell", "update_cell", "get", "list", "run_cell", "export"],
+        },
+        "title": {"type": "string", "description": "Notebook title, 1–200 characters."},
+        "language": {"type": "string", "enum": ["python", "javascript", "typescript", "shell"]},
+        "notebookId": _TEXT,
+        "cellId": _TEXT,
+        "source": {"type": "string", "description": "The cell's source, at most 256 KiB."},
+        "kind": {"type": "string", "enum": ["code", "markdown"]},
+        "filename": {"type": "string", "description": "The cell's file name in the run folder."},
+        "mode": {"type": "string", "enum": ["judge", "probe"]},
+        "timeout_s": {"type": "number", "description": "Seconds before the run is stopped."},
+        "version": {"type": "integer", "description": "A cell version (get, run_cell)."},
+        "observed": {**ANY_JSON, "description": "The data the cell judges (run_cell)."},
+        "session": SESSION_PROPERTY,
+    },
+    "required": ["operation"],
+    "additionalProperties": False,
+}
+
+ULYSSES_DESCRIPTION = (
+    "Ulysses: surprise-gated debugging where a validator, not you, decides each outcome. "
+    "init {problem, constraints?} opens a session (and returns related lessons). "
+    "plan {primary, recovery, irreversible?, primaryValidator: {notebookId, cellId}, "
+    "recoveryValidator: {...}} records the next step with both validators frozen; do not "
+    "act before it is recorded. outcome {observed, details?} runs the bound validator on "
+    "what you observed: pass returns to S=0 with a checkpoint, a failed primary moves to "
+    "the recovery step, a failed recovery forbids both moves and requires reflect. "
+    "reflect {hypothesis, falsification} records a falsifiable hypothesis (required at S=2 "
+    "with no active step; mutating tools are blocked until then). bind_final_validator "
+    "{notebookId, cellId} pins the cell that gates complete(resolved). note {thought, "
+    "kind?, data?} adds to the trace. status and resume {session_id?} read the state; "
+    "treat their answer as the only truth. complete {terminalState: resolved | "
+    "insufficient_information | environment_compromised, summary, observed (resolved), "
+    "missing (insufficient_information)} ends the session and records a lesson."
+)
+
+ULYSSES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {
+            "type": "string",
+            "enum": [
+                "init",
+                "plan",
+                "outcome",
+                "bind_final_validator",
+                "reflect",
+                "note",
+                "status",
+                "resume",
+                "complete",
+            ],
+        },
+        "problem": {"type": "string", "description": "What is wrong (init)."},
+        "constraints": {**_TEXT_LIST, "description": "Limits the work must respect (init)."},
+        "supersede": {"type": "boolean", "description": "Replace the active session (init)."},
+        "primary": {"type": "string", "description": "The step you will take (plan)."},
+        "recovery": {"type": "string", "description": "What you do if it fails (plan)."},
+        "irreversible": {"type": "boolean", "description": "The step cannot be undone (plan)."},
+        "primaryValidator": _CELL_REF,
+        "recoveryValidator": _CELL_REF,
+        "observed": {**ANY_JSON, "description": "What you observed (outcome, complete)."},
+        "details": {"type": "string", "description": "Notes on what happened (outcome)."},
+        "notebookId": _TEXT,
+        "cellId": _TEXT,
+        "hypothesis": {"type": "string", "description": "A falsifiable hypothesis (reflect)."},
+        "falsification": {"type": "string", "description": "What would disprove it (reflect)."},
+        "thought": {"type": "string", "description": "The note (note)."},
+        "kind": {
+            "type": "string",
+            "enum": ["context", "observation", "evidence", "decision", "question"],
+        },
+        "data": {**ANY_JSON, "description": "Data attached to the note (note)."},
+        "session_id": {"type": "string", "description": "The session to resume (resume)."},
+        "terminalState": {
+            "type": "string",
+            "enum": ["resolved", "insufficient_information", "environment_compromised"],
+        },
+        "summary": {"type": "string", "description": "The transferable lesson (complete)."},
+        "missing": {**_TEXT_LIST, "description": "What information is missing (complete)."},
+        "session": SESSION_PROPERTY,
+    },
+    "required": ["operation"],
+    "additionalProperties": False,
+}
+
+KNOWLEDGE_DESCRIPTION = (
+    "Lessons earlier debugging sessions left behind. operation=search {query, limit?} "
+    "finds lessons by words (1–20 results, default 5); operation=get {id} returns one "
+    "lesson's record and Markdown. Search before planning a fix for a problem that looks "
+    "familiar."
+)
+
+KNOWLEDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {"type": "string", "enum": ["search", "get"]},
+        "query": {"type": "string", "description": "Words to look for (search)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+        "id": {"type": "string", "description": "The lesson id (get)."},
+        "session": SESSION_PROPERTY,
+    },
+    "required": ["operation"],
+    "additionalProperties": False,
+}
