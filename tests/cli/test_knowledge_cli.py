@@ -1,3 +1,5 @@
+"""``ithaca knowledge search|get`` over a recorded lesson, as JSON and for people."""
+
 from __future__ import annotations
 
 import json

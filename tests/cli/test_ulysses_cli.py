@@ -134,9 +134,9 @@ def test_refusals_carry_their_code_and_exit_code(repo: Path, project: IthacaProj
     refused = ulysses(repo, "outcome", "--observed", "null", "--json")
     assert refused.exit_code == 1
     assert json.loads(refused.stderr)["error"]["code"] == "NO_ACTIVE_SESSION"
-    malformed = ulysses(repo, "outcome", "--observed", "{not json")
+    malformed = ulysses(repo, "outcome", "--observed", "{not json", "--json")
     assert malformed.exit_code == 2
-    assert "INVALID_INPUT" in malformed.stderr
+    assert json.loads(malformed.stderr)["error"]["details"]["pointer"] == "/observed"
     missing = ulysses(repo, "complete", "insufficient_information")
     assert missing.exit_code == 2
     assert "MISSING_LIST_REQUIRED" in missing.stderr
@@ -153,50 +153,30 @@ def test_rollback_without_a_terminal_is_refused(repo: Path, project: IthacaProje
     assert journal_length(project) == before
 
 
-class Terminal:
-    """``ithaca ulysses …`` running on a pseudo-terminal."""
-
-    def __init__(self, repo: Path, *args: str):
-        self.master, slave = pty.openpty()
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
-        self.process = subprocess.Popen(
-            [str(ITHACA), "--project", str(repo), "ulysses", *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            start_new_session=True,
-        )
-        os.close(slave)
-        self.output = ""
-        self.deadline = time.monotonic() + WAIT_SECONDS
-
-    def read_until(self, text: str) -> None:
-        while text not in self.output:
-            if not self._read_some():
-                raise AssertionError(f"never saw {text!r}; output so far:\n{self.output}")
-
-    def type(self, line: str) -> None:
-        os.write(self.master, f"{line}\n".encode())
-
-    def finish(self) -> tuple[int, str]:
-        while self._read_some():
-            pass
-        code = self.process.wait(timeout=max(self.deadline - time.monotonic(), 1))
-        os.close(self.master)
-        return code, self.output
-
-    def _read_some(self) -> bool:
-        ready, _, _ = select.select([self.master], [], [], max(self.deadline - time.monotonic(), 0))
-        if not ready:
-            self.process.kill()
-            raise AssertionError(f"timed out; output so far:\n{self.output}")
+def on_terminal(repo: Path, typed: str, *args: str) -> tuple[int, str]:
+    """Run ``ithaca ulysses ARGS`` with a pseudo-terminal as its terminal and ``typed``
+    typed ahead (the terminal holds the line until the prompt reads it); returns the exit
+    code and everything the terminal showed, prompt included."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
+    command = [str(ITHACA), "--project", str(repo), "ulysses", *args]
+    process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    os.write(master, f"{typed}\n".encode())
+    shown = b""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while select.select([master], [], [], max(deadline - time.monotonic(), 0))[0]:
         try:
-            chunk = os.read(self.master, 4096)
+            chunk = os.read(master, 4096)
         except OSError:  # EIO: the child closed its side of the terminal
-            return False
-        self.output += chunk.decode(errors="replace")
-        return bool(chunk)
+            chunk = b""
+        if not chunk:
+            break
+        shown += chunk
+    else:
+        process.kill()  # the deadline passed; the exit code below says so
+    os.close(master)
+    return process.wait(timeout=WAIT_SECONDS), shown.decode(errors="replace")
 
 
 def test_rollback_on_a_terminal_restores_the_checkpoint_typed(
@@ -206,12 +186,10 @@ def test_rollback_on_a_terminal_restores_the_checkpoint_typed(
     (repo / "app.txt").write_text("the second version\n")
     (repo / "new.txt").write_text("made later\n")
 
-    terminal = Terminal(repo, "rollback", "initial")
-    terminal.read_until("type initial and press Enter: ")
-    terminal.type("initial")
-    code, output = terminal.finish()
+    code, output = on_terminal(repo, "initial", "rollback", "initial")
 
     assert code == 0, output
+    assert "type initial and press Enter: " in output
     assert "Rolled back to initial" in output
     assert (repo / "app.txt").read_text() == "one\n"
     assert not (repo / "new.txt").exists()
@@ -227,10 +205,7 @@ def test_rollback_with_a_wrong_label_typed_changes_nothing(
     (repo / "app.txt").write_text("the second version\n")
     before = journal_length(project)
 
-    terminal = Terminal(repo, "rollback", "initial")
-    terminal.read_until("type initial and press Enter: ")
-    terminal.type("checkpoint_1")
-    code, output = terminal.finish()
+    code, output = on_terminal(repo, "checkpoint_1", "rollback", "initial")
 
     assert code == 1
     assert "error USER_ONLY" in output

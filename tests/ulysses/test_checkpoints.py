@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import subprocess
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ithaca.kernel import canon
-from ithaca.kernel.errors import InvalidInput, Refused
+from ithaca.kernel.errors import InvalidInput, IthacaError, Refused
+from ithaca.ulysses import checkpoints
 from ithaca.ulysses.checkpoints import observe, rollback, status_entries, worktree_digest
 
 SETTINGS = {"checkpoint_snapshots": True, "checkpoint_max_file_mb": 50}
@@ -137,7 +139,7 @@ def test_outside_git_every_git_field_is_null(tmp_path: Path) -> None:
         "snapshot_ref": None,
     }
     assert checkpoint["restorable"] is False
-    assert [(d["code"], d["severity"]) for d in diagnostics] == [("no_git", "info")]
+    assert [d["code"] for d in diagnostics] == ["no_git"]
     assert worktree_digest(str(plain)) is None
 
 
@@ -327,6 +329,26 @@ def test_rollback_needs_the_checkpoint_snapshot(repo: Path, loss: str) -> None:
         )
     assert refused.value.code == "CHECKPOINT_NOT_RESTORABLE"
     assert (repo / "a.txt").read_text() == "later\n"
+
+
+def test_a_rollback_stopped_half_way_is_a_coded_error_naming_the_saved_worktree(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint, _ = observe(str(repo), session_id=SESSION, label="initial", settings=SETTINGS)
+    write(repo, {"a.txt": "later\n"})
+
+    def fail(*_args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(checkpoints, "_restore", fail)
+    with pytest.raises(IthacaError) as failed:
+        rollback(
+            str(repo), session_id=SESSION, checkpoint=checkpoint, pre_label="pre", settings=SETTINGS
+        )
+
+    assert failed.value.code == "GIT_FAILED"
+    saved = failed.value.details["pre_rollback"]["snapshot_ref"]
+    assert git(repo, "show", f"{saved}:a.txt") == "later"
 
 
 def test_labels_must_fit_in_a_ref_name(repo: Path) -> None:

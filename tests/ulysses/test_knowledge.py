@@ -1,3 +1,6 @@
+"""Knowledge capture over a real store: recording, the index that follows the lesson
+folder, search and its FTS5-less fallback, file-write failure and the doctor's repair."""
+
 from __future__ import annotations
 
 import errno
@@ -272,9 +275,8 @@ def test_every_query_term_is_a_quoted_fts_string() -> None:
     )
 
 
-def test_search_ranks_by_relevance_and_returns_the_tool_shape(
-    opened: IthacaProject, service: KnowledgeService
-) -> None:
+def record_login_lessons(opened: IthacaProject) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A lesson that mentions login in passing, then one about login."""
     weak, _ = record(
         opened, closed_session(problem="Slow build", summary="Cache pip; the login step is fine.")
     )
@@ -282,6 +284,13 @@ def test_search_ranks_by_relevance_and_returns_the_tool_shape(
         opened,
         closed_session(session_id="uly_2", problem="Login redirect loop", summary="Fix login."),
     )
+    return weak, strong
+
+
+def test_search_ranks_by_relevance_and_returns_the_tool_shape(
+    opened: IthacaProject, service: KnowledgeService
+) -> None:
+    weak, strong = record_login_lessons(opened)
 
     found = service.search({"query": "login", "limit": 5, "session": "host-session-1"})
 
@@ -396,13 +405,7 @@ def test_a_failed_merge_write_keeps_the_merged_lesson_until_restored(
 def test_without_fts5_a_term_scan_finds_lessons(
     opened: IthacaProject, service: KnowledgeService
 ) -> None:
-    other, _ = record(
-        opened, closed_session(problem="Slow build", summary="Cache pip; the login step is fine.")
-    )
-    lesson, _ = record(
-        opened,
-        closed_session(session_id="uly_2", problem="Login redirect loop", summary="Fix login."),
-    )
+    other, lesson = record_login_lessons(opened)
 
     found = service.search({"query": "login redirect"})
 

@@ -1,3 +1,5 @@
+"""The lesson record and its Markdown file: names, keys, structural outcomes, parsing."""
+
 from __future__ import annotations
 
 import json

@@ -89,13 +89,10 @@ def plan(state: Any, primary: str = "fix the retry", recovery: str = "revert it"
 
 
 def outcome(state: Any, validation: dict[str, Any], **extra: Any) -> Any:
-    kind = machine.observation_after_outcome(state, validation)
+    command = {"operation": "outcome", "observed": None, **extra}
+    kind = machine.observation_needed(state, command, validation)
     observed = {kind: observation(kind)} if kind else {}
-    return machine.transition(
-        state,
-        {"operation": "outcome", "observed": None, **extra},
-        facts(validation=validation, **observed),
-    )
+    return machine.transition(state, command, facts(validation=validation, **observed))
 
 
 def reflect(state: Any) -> Any:
@@ -123,8 +120,9 @@ def complete(state: Any, terminal: str, validation: dict[str, Any] | None = None
     extra: dict[str, Any] = {}
     if validation is not None:
         extra["validation"] = validation
-        if machine.is_tamper(validation):
-            extra["reflect_base"] = observation("reflect_base")
+        kind = machine.observation_needed(state, command, validation)
+        if kind:
+            extra[kind] = observation(kind)
     return machine.transition(state, command, facts(**extra))
 
 
@@ -650,8 +648,9 @@ def commands(draw: st.DrawFn) -> dict[str, Any]:
     return {"operation": operation}
 
 
-def facts_for(state: Any, command: dict[str, Any], validation: dict[str, Any], n: int) -> Any:
-    gathered = facts(
+def facts_for(validation: dict[str, Any], n: int) -> dict[str, Any]:
+    """Every fact any command could need, so the machine alone decides what it uses."""
+    return facts(
         session_id=f"uly_{n}",
         step_id=f"step_{n}",
         checkpoint=observation(f"checkpoint_{n}"),
@@ -663,7 +662,6 @@ def facts_for(state: Any, command: dict[str, Any], validation: dict[str, Any], n
         validation=validation,
         worktree_digest=None,
     )
-    return gathered
 
 
 def assert_consistent(state: Any) -> None:
@@ -687,9 +685,7 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
         before = state
         snapshot = repr(before)
         try:
-            state, events = machine.transition(
-                before, command, facts_for(before, command, validation, n)
-            )
+            state, events = machine.transition(before, command, facts_for(validation, n))
         except IthacaError:
             assert repr(before) == snapshot  # a refusal changes nothing
             state = before

@@ -331,23 +331,21 @@ def test_notebook_edits_after_plan_change_no_verdict(rig: Rig) -> None:
     assert answer["checkpoint"]["label"] == "checkpoint_1"
 
 
-@pytest.mark.parametrize(
-    "variant",
-    [
+def test_plan_repeating_a_failed_move_is_forbidden(rig: Rig) -> None:
+    rig.to_phase("REFLECT")
+    rig.service.reflect({"hypothesis": "the cache is stale", "falsification": "a cold run fails"})
+    failed_step = rig.state()["steps"][-1]["step_id"]
+    variants = (
         "RAISE THE RETRY COUNT",
         "  raise   the\tretry count ",
         "ｒａｉｓｅ ｔｈｅ ｒｅｔｒｙ ｃｏｕｎｔ",
-    ],
-    ids=["case", "whitespace", "nfkc"],
-)
-@pytest.mark.parametrize("field", ["primary", "recovery"])
-def test_plan_repeating_a_failed_move_is_forbidden(rig: Rig, variant: str, field: str) -> None:
-    rig.to_phase("REFLECT")
-    rig.service.reflect({"hypothesis": "the cache is stale", "falsification": "a cold run fails"})
-    moves = {"primary": "clear the cache", "recovery": "restore the cache", field: variant}
-    error = refuses("FORBIDDEN_MOVE", rig, rig.plan, moves["primary"], moves["recovery"])
-    assert error.details["field"] == field
-    assert error.details["origin_step"] == rig.state()["steps"][-1]["step_id"]
+    )
+    for field in ("primary", "recovery"):
+        for variant in variants:  # case, whitespace, NFKC; a refusal leaves the session as it was
+            moves = {"primary": "clear the cache", "recovery": "restore the cache", field: variant}
+            error = refuses("FORBIDDEN_MOVE", rig, rig.plan, moves["primary"], moves["recovery"])
+            assert (error.details["field"], error.details["move"]) == (field, variant)
+            assert error.details["origin_step"] == failed_step
 
 
 def test_plan_refusals_follow_the_phase(rig: Rig) -> None:
@@ -441,6 +439,13 @@ def tamper_binding_digest(rig: Rig, binding: dict[str, Any]) -> None:
         )
 
 
+def tamper_delete_binding(rig: Rig, binding: dict[str, Any]) -> None:
+    with rig.project.store.write() as conn:
+        conn.execute(
+            "DELETE FROM validator_bindings WHERE binding_id = ?", (binding["binding_id"],)
+        )
+
+
 def tamper_journal_payload(rig: Rig, binding: dict[str, Any]) -> None:
     (planned,) = rig.events("ulysses.planned")
     payload = dict(planned["payload"], primary="something else entirely")
@@ -456,9 +461,10 @@ def tamper_journal_payload(rig: Rig, binding: dict[str, Any]) -> None:
         (tamper_blob_bytes, "blob_mismatch"),
         (tamper_delete_blob, "blob_missing"),
         (tamper_binding_digest, "binding_mismatch"),
+        (tamper_delete_binding, "binding_mismatch"),
         (tamper_journal_payload, "binding_mismatch"),
     ],
-    ids=["blob-bytes", "blob-deleted", "binding-digest", "journal-payload"],
+    ids=["blob-bytes", "blob-deleted", "binding-digest", "binding-deleted", "journal-payload"],
 )
 def test_a_tampered_validator_runs_nothing_and_forces_reflect(
     rig: Rig, tmp_path: Path, tamper: Any, kind: str
@@ -583,6 +589,25 @@ def test_a_rollback_during_a_run_voids_it(rig: Rig, monkeypatch: pytest.MonkeyPa
     assert rig.state()["phase"] == "PRIMARY"
 
 
+def test_a_git_failure_refuses_with_its_code_but_reflect_goes_on(rig: Rig) -> None:
+    rig.to_phase("RECOVERY")
+    index = rig.root / ".git" / "index"
+    intact = index.read_bytes()
+    index.write_bytes(b"not an index")  # HEAD still resolves; `git status` fails
+
+    error = refuses("GIT_FAILED", rig, rig.service.outcome, {"observed": {"ok": False}})
+    assert isinstance(error, Refused) and "git status failed" in error.message
+
+    index.write_bytes(intact)
+    rig.service.outcome({"observed": {"ok": False}})
+    index.write_bytes(b"not an index")
+    answer = rig.service.reflect({"hypothesis": "the index is stale", "falsification": "rebuild"})
+    assert answer["phase"] == "IDLE"
+    assert [d["code"] for d in answer["diagnostics"]] == ["worktree_unreadable"]
+    (reflected,) = rig.events("ulysses.reflected")
+    assert reflected["payload"]["worktree_digest"] is None
+
+
 # --- final validator and complete -------------------------------------------------------
 
 
@@ -680,12 +705,17 @@ def test_environment_compromised_closes_from_every_phase(rig: Rig, phase: str) -
     assert rig.service.status()["active"] is False
 
 
-def test_insufficient_information_without_summary_records_no_lesson(rig: Rig) -> None:
+def test_insufficient_information_with_a_blank_summary_records_no_lesson(rig: Rig) -> None:
     rig.init()
     answer = rig.service.complete(
-        {"terminalState": "insufficient_information", "missing": ["the CI runner's clock"]}
+        {
+            "terminalState": "insufficient_information",
+            "missing": ["the CI runner's clock"],
+            "summary": "  ",
+        }
     )
     assert "lesson" not in answer
+    assert answer["diagnostics"] == []
     (completed,) = rig.events("ulysses.completed")
     assert completed["payload"] == {
         "terminalState": "insufficient_information",

@@ -56,8 +56,8 @@ def _json_value(name: str, text: str) -> Any:
         raise invalid_field(f"/{name}", "INVALID_JSON", f"--{name} is not JSON: {exc}") from exc
 
 
-def _json_arguments(**values: str | None) -> dict[str, Any]:
-    with errors_to_exit():
+def _json_arguments(as_json: bool, **values: str | None) -> dict[str, Any]:
+    with errors_to_exit(as_json):
         return {name: _json_value(name, text) for name, text in values.items() if text is not None}
 
 
@@ -139,7 +139,7 @@ def plan_command(
 @click.pass_context
 def outcome_command(ctx: click.Context, observed: str, details: str | None, as_json: bool) -> None:
     """Let the open step's validator judge OBSERVED."""
-    arguments = _json_arguments(observed=observed)
+    arguments = _json_arguments(as_json, observed=observed)
     if details is not None:
         arguments["details"] = details
 
@@ -202,7 +202,7 @@ def note_command(
     ctx: click.Context, thought: str, kind: str | None, data: str | None, as_json: bool
 ) -> None:
     """Add a note to the session's trace (changes no state)."""
-    arguments = {"thought": thought, **_json_arguments(data=data)}
+    arguments = {"thought": thought, **_json_arguments(as_json, data=data)}
     if kind is not None:
         arguments["kind"] = kind
 
@@ -257,7 +257,7 @@ def complete_command(
     """Close the session (resolved is gated by the final validator)."""
     arguments: dict[str, Any] = {
         "terminalState": terminal_state,
-        **_json_arguments(observed=observed),
+        **_json_arguments(as_json, observed=observed),
     }
     if summary is not None:
         arguments["summary"] = summary

@@ -82,8 +82,13 @@ _FIELDS_BEFORE_PATH = {b"1": 8, b"2": 9, b"u": 10, b"?": 1}
 _GITLINK = "160000"
 
 
-class GitFailed(RuntimeError):
-    """A Git command failed where Ithaca cannot take the blame back (mid-rollback)."""
+class GitFailed(Refused):
+    """A Git command failed (``GIT_FAILED``). Coded, so that where it is not turned into
+    a diagnostic the user reads what Git said (and, mid-rollback, where the worktree was
+    saved) instead of a traceback."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None):
+        super().__init__("GIT_FAILED", message, details)
 
 
 class _Repo(NamedTuple):
@@ -110,7 +115,8 @@ def observe(
     """Record checkpoint ``label``; a snapshot is taken when asked and enabled in ``settings``.
 
     ``settings`` is ``config["ulysses"]``. Outside Git every Git field is null and the
-    diagnostics say ``no_git``; a snapshot Git refused is reported, never raised.
+    diagnostics say ``no_git``; a snapshot Git refused is a diagnostic (the checkpoint is
+    then not restorable), while a worktree Git cannot even list raises ``GitFailed``.
     """
     _check_ref_part("/session_id", session_id)
     _check_ref_part("/label", label)
@@ -119,14 +125,15 @@ def observe(
     if repo is None:
         checkpoint = _checkpoint(label, at, None, None)
         message = "not inside a Git worktree; the checkpoint records no Git state"
-        return checkpoint, [{"code": "no_git", "severity": "info", "message": message}]
+        return checkpoint, [{"code": "no_git", "message": message}]
     wanted = snapshot and bool(settings["checkpoint_snapshots"])
     checkpoint, diagnostics, _ = _observe(repo, session_id, label, at, settings, wanted)
     return checkpoint, diagnostics
 
 
 def worktree_digest(root: str) -> str | None:
-    """The digest of the uncommitted changes outside ``.ithaca/``; ``None`` outside Git."""
+    """The digest of the uncommitted changes outside ``.ithaca/``; ``None`` outside Git,
+    ``GitFailed`` when Git cannot list them."""
     repo = _locate(root)
     return None if repo is None else _digest(_changes(repo.top))
 
@@ -180,8 +187,8 @@ def rollback(
         _restore(repo.top, target.commit, restore)
     except (GitFailed, OSError) as exc:
         saved = pre["snapshot_ref"]
-        message = f"rollback stopped half-way ({exc}); the worktree before it is {saved}"
-        raise GitFailed(message) from exc
+        message = f"rollback stopped half-way ({_reason(exc)}); the worktree before it is {saved}"
+        raise GitFailed(message, {"pre_rollback": pre}) from exc
     if kept:
         warnings.append(
             f"{len(kept)} file(s) over checkpoint_max_file_mb were left as they are: "
@@ -237,11 +244,11 @@ def _observe(
         ref = _save_snapshot(
             repo, session_id, label, [change.raw for change in too_large], left_out
         )
-    except GitFailed as exc:
+    except (GitFailed, OSError) as exc:
         diagnostic = {
             "code": "checkpoint_snapshot_failed",
-            "severity": "warning",
-            "message": f"no snapshot for checkpoint {label}, so it cannot be restored: {exc}",
+            "message": f"no snapshot for checkpoint {label}, so it cannot be restored:"
+            f" {_reason(exc)}",
         }
         return checkpoint, [diagnostic], left_out
     checkpoint["snapshot_ref"] = ref
@@ -277,17 +284,20 @@ def _environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def _git(top: str, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> bytes:
     """Run Git in ``top``; a failure raises ``GitFailed`` naming the command and its error."""
-    done = subprocess.run(
-        ["git", "-C", top, *_CONFIG, *args],
-        input=stdin,
-        capture_output=True,
-        env=_environment(env),
-        check=False,
-    )
+    command = next(arg for arg in args if not arg.startswith("-"))
+    try:
+        done = subprocess.run(
+            ["git", "-C", top, *_CONFIG, *args],
+            input=stdin,
+            capture_output=True,
+            env=_environment(env),
+            check=False,
+        )
+    except OSError as exc:  # Git gone since _locate found it, or no memory to start it
+        raise GitFailed(f"git {command} could not start: {exc}", {"command": command}) from exc
     if done.returncode != 0:
-        command = next(arg for arg in args if not arg.startswith("-"))
         error = done.stderr.decode("utf-8", "replace").strip()
-        raise GitFailed(f"git {command} failed: {error}")
+        raise GitFailed(f"git {command} failed: {error}", {"command": command, "stderr": error})
     return done.stdout
 
 
@@ -490,6 +500,10 @@ def _in_state_dir(raw: bytes) -> bool:
 def _display(raw: bytes) -> str:
     """A path as reported: UTF-8, with undecodable bytes shown as escapes."""
     return raw.decode("utf-8", "backslashreplace")
+
+
+def _reason(exc: Exception) -> str:
+    return exc.message if isinstance(exc, GitFailed) else str(exc)
 
 
 def _not_restorable(checkpoint: dict[str, Any], why: str) -> Refused:

@@ -27,27 +27,15 @@ Checker = Callable[[Any, str], Any]
 _ABSENT = object()
 
 
-def _text(limit: int) -> Checker:
+def _text(limit: int, *, blank_ok: bool = False) -> Checker:
+    """A string of at most ``limit`` characters; blank only where ``blank_ok`` (a blank
+    ``details`` or ``summary`` says nothing, a blank ``problem`` is no problem)."""
+
     def check(value: Any, pointer: str) -> str:
         if not isinstance(value, str):
             raise invalid_field(pointer, "WRONG_TYPE", f"{pointer[1:]} must be a string")
-        if not value.strip():
+        if not blank_ok and not value.strip():
             raise invalid_field(pointer, "EMPTY", f"{pointer[1:]} must not be blank")
-        if len(value) > limit:
-            raise invalid_field(
-                pointer, "TOO_LONG", f"{pointer[1:]} is longer than {limit} characters"
-            )
-        return value
-
-    return check
-
-
-def _optional_text(limit: int) -> Checker:
-    """A string that may be blank (a blank ``details`` or ``summary`` says nothing)."""
-
-    def check(value: Any, pointer: str) -> str:
-        if not isinstance(value, str):
-            raise invalid_field(pointer, "WRONG_TYPE", f"{pointer[1:]} must be a string")
         if len(value) > limit:
             raise invalid_field(
                 pointer, "TOO_LONG", f"{pointer[1:]} is longer than {limit} characters"
@@ -134,7 +122,7 @@ OPERATIONS: dict[str, dict[str, tuple[Checker, Any]]] = {
     },
     "outcome": {
         "observed": (_observed, _ABSENT),
-        "details": (_optional_text(8000), None),
+        "details": (_text(8000, blank_ok=True), None),
     },
     "bind_final_validator": {"notebookId": (_ID, _ABSENT), "cellId": (_ID, _ABSENT)},
     "reflect": {
@@ -150,7 +138,7 @@ OPERATIONS: dict[str, dict[str, tuple[Checker, Any]]] = {
     "resume": {"session_id": (_ID, None)},
     "complete": {
         "terminalState": (_choice(TERMINAL_STATES), _ABSENT),
-        "summary": (_optional_text(8000), None),
+        "summary": (_text(8000, blank_ok=True), None),
         "observed": (_observed, None),
         "missing": (_text_list(50, 1000), None),
     },

@@ -57,14 +57,24 @@ def is_active(state: State | None) -> bool:
     return state is not None and state["status"] == "active"
 
 
-def observation_after_outcome(state: State, validation: dict[str, Any]) -> str | None:
-    """Which observation the service must take before committing an outcome:
-    ``checkpoint`` after a pass, ``reflect_base`` when the outcome enters REFLECT."""
+def step_role(state: State) -> str:
+    """Which of the open step's validators judges the next outcome."""
+    return "primary" if state["phase"] == "PRIMARY" else "recovery"
+
+
+def observation_needed(
+    state: State, command: dict[str, Any], validation: dict[str, Any]
+) -> str | None:
+    """Which Git observation the service must take before committing a judged command
+    (``outcome`` or ``complete``): ``reflect_base`` when it enters REFLECT, ``checkpoint``
+    when an outcome passes, else none."""
+    if is_tamper(validation):
+        return "reflect_base"
+    if command["operation"] == "complete":
+        return None
     if validation["pass"]:
         return "checkpoint"
-    if is_tamper(validation) or state["phase"] == "RECOVERY":
-        return "reflect_base"
-    return None
+    return "reflect_base" if state["phase"] == "RECOVERY" else None
 
 
 def next_checkpoint_label(state: State, prefix: str) -> str:
@@ -100,72 +110,97 @@ def check(state: State | None, command: dict[str, Any]) -> None:
                 " supersede: true to abandon it",
                 {"session_id": state["session_id"]},
             )
-        return
-    if operation == "status":
-        return
-    if operation == "rollback":
+    elif operation == "rollback":  # the user's, on any session of theirs
         if state is None:
             raise _no_active_session()
         _check_rollback(state, command["label"])
-        return
-    if not is_active(state):
-        raise _no_active_session()
-    assert state is not None
+    elif operation != "status":
+        if not is_active(state):
+            raise _no_active_session()
+        assert state is not None
+        phase_check = _PHASE_CHECKS.get(operation)
+        if phase_check is not None:
+            phase_check(state, command)
+
+
+def _check_resume(state: State, command: dict[str, Any]) -> None:
+    wanted = command.get("session_id")
+    if wanted is not None and wanted != state["session_id"]:
+        raise Refused(
+            "SESSION_NOT_ACTIVE",
+            f"session {wanted} is not the active session {state['session_id']}",
+            {"session_id": wanted, "active": state["session_id"]},
+        )
+
+
+def _check_plan(state: State, command: dict[str, Any]) -> None:
     phase = state["phase"]
-    if operation == "resume":
-        wanted = command.get("session_id")
-        if wanted is not None and wanted != state["session_id"]:
-            raise Refused(
-                "SESSION_NOT_ACTIVE",
-                f"session {wanted} is not the active session {state['session_id']}",
-                {"session_id": wanted, "active": state["session_id"]},
-            )
-    elif operation == "plan":
-        if phase == "REFLECT":
-            raise _reflect_required("plan")
-        if phase in ("PRIMARY", "RECOVERY"):
-            step = state["active_step"]
-            raise Refused(
-                "STEP_ACTIVE",
-                f"step {step['step_id']} is still open; report its outcome first",
-                {"step_id": step["step_id"], "phase": phase},
-            )
-        _check_forbidden(state, command)
-    elif operation == "outcome":
-        if phase == "REFLECT":
-            raise _reflect_required("outcome")
-        if phase == "IDLE":
-            raise Refused("NO_ACTIVE_STEP", "no step is open; plan one first", {"phase": phase})
-    elif operation == "reflect":
-        if phase == "RECOVERY":
-            raise Refused(
-                "RECOVERY_OUTCOME_PENDING",
-                "the recovery step is still open; report its outcome first",
-                {"step_id": state["active_step"]["step_id"]},
-            )
-        if phase != "REFLECT":
-            raise Refused(
-                "REFLECT_NOT_REQUIRED",
-                f"reflection is due only after a recovery failed (phase {phase})",
-                {"phase": phase},
-            )
-    elif operation == "bind_final_validator":
-        bound = state["finalValidator"]
-        if bound is not None:
-            raise Refused(
-                "FINAL_VALIDATOR_ALREADY_BOUND",
-                "a final validator is already bound to this session; it cannot change",
-                {"finalValidator": bound},
-            )
-    elif operation == "complete" and command["terminalState"] == "resolved":
-        if phase == "REFLECT":
-            raise _reflect_required("complete as resolved")
-        if state["finalValidator"] is None:
-            raise Refused(
-                "FINAL_VALIDATOR_REQUIRED",
-                "resolved needs a final validator; bind one with bind_final_validator",
-                {},
-            )
+    if phase == "REFLECT":
+        raise _reflect_required("plan")
+    if phase in ("PRIMARY", "RECOVERY"):
+        step = state["active_step"]
+        raise Refused(
+            "STEP_ACTIVE",
+            f"step {step['step_id']} is still open; report its outcome first",
+            {"step_id": step["step_id"], "phase": phase},
+        )
+    _check_forbidden(state, command)
+
+
+def _check_outcome(state: State, command: dict[str, Any]) -> None:
+    if state["phase"] == "REFLECT":
+        raise _reflect_required("outcome")
+    if state["phase"] == "IDLE":
+        raise Refused("NO_ACTIVE_STEP", "no step is open; plan one first", {"phase": "IDLE"})
+
+
+def _check_reflect(state: State, command: dict[str, Any]) -> None:
+    phase = state["phase"]
+    if phase == "RECOVERY":
+        raise Refused(
+            "RECOVERY_OUTCOME_PENDING",
+            "the recovery step is still open; report its outcome first",
+            {"step_id": state["active_step"]["step_id"]},
+        )
+    if phase != "REFLECT":
+        raise Refused(
+            "REFLECT_NOT_REQUIRED",
+            f"reflection is due only after a recovery failed (phase {phase})",
+            {"phase": phase},
+        )
+
+
+def _check_bind_final(state: State, command: dict[str, Any]) -> None:
+    bound = state["finalValidator"]
+    if bound is not None:
+        raise Refused(
+            "FINAL_VALIDATOR_ALREADY_BOUND",
+            "a final validator is already bound to this session; it cannot change",
+            {"finalValidator": bound},
+        )
+
+
+def _check_complete(state: State, command: dict[str, Any]) -> None:
+    if command["terminalState"] != "resolved":
+        return
+    if state["phase"] == "REFLECT":
+        raise _reflect_required("complete as resolved")
+    if state["finalValidator"] is None:
+        raise Refused(
+            "FINAL_VALIDATOR_REQUIRED",
+            "resolved needs a final validator; bind one with bind_final_validator",
+            {},
+        )
+
+
+_PHASE_CHECKS = {
+    "resume": _check_resume,
+    "plan": _check_plan,
+    "outcome": _check_outcome,
+    "reflect": _check_reflect,
+    "bind_final_validator": _check_bind_final,
+    "complete": _check_complete,
+}
 
 
 def _check_forbidden(state: State, command: dict[str, Any]) -> None:
@@ -313,11 +348,7 @@ def _plan(state: State, command: dict[str, Any], facts: dict[str, Any]) -> list[
     state["active_step"] = step
     _enter(state, "PRIMARY")
     payload = {
-        "step_id": step["step_id"],
-        "primary": step["primary"],
-        "recovery": step["recovery"],
-        "irreversible": step["irreversible"],
-        "base": step["base"],
+        **{key: step[key] for key in ("step_id", "primary", "recovery", "irreversible", "base")},
         "primaryValidator": _trusted(bindings["primary"]),
         "recoveryValidator": _trusted(bindings["recovery"]),
     }
@@ -327,7 +358,7 @@ def _plan(state: State, command: dict[str, Any], facts: dict[str, Any]) -> list[
 def _outcome(state: State, command: dict[str, Any], facts: dict[str, Any]) -> list[Event]:
     validation = facts["validation"]
     before = state["phase"]
-    role = "primary" if before == "PRIMARY" else "recovery"
+    role = step_role(state)
     step = state["active_step"]
     binding = step[f"{role}Validator"]
     _add_evidence(state, role, binding, validation)

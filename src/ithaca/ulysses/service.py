@@ -13,7 +13,10 @@ session's ``version`` before the run and refuse to commit (``STATE_CONFLICT``) i
 meanwhile: of two concurrent outcomes one wins, a rollback during a run voids the run,
 and a crash between run and commit leaves the state as it was. Git observations are made
 outside the transaction for the same reason; a refusal can at most leave an unused
-checkpoint ref behind, never a changed session.
+checkpoint ref behind, never a changed session. A Git that cannot list the worktree
+refuses the operation (``GIT_FAILED``) before anything is stored, except in ``reflect``,
+whose digest only feeds a diagnostic: the gate blocks edits in REFLECT, so refusing there
+would leave no way to repair Git.
 """
 
 from __future__ import annotations
@@ -92,9 +95,9 @@ class UlyssesService:
         return self._call("rollback", arguments)
 
     def _call(self, operation: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(arguments, dict):
-            return self._run(inputs.parse(arguments))
-        return self._run(inputs.parse({**arguments, "operation": operation}))
+        if isinstance(arguments, dict):
+            arguments = {**arguments, "operation": operation}
+        return self._run(inputs.parse(arguments))
 
     def _run(self, command: dict[str, Any]) -> dict[str, Any]:
         handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -194,34 +197,23 @@ class UlyssesService:
         state = _active(conn)
         machine.check(state, command)
         assert state is not None
-        role = "primary" if state["phase"] == "PRIMARY" else "recovery"
+        role = machine.step_role(state)
         binding_id = state["active_step"][f"{role}Validator"]["binding_id"]
-        validation = self._run_validator(conn, binding_id, command["observed"])
-        diagnostics = list(validation.get("diagnostics") or [])
-        facts: dict[str, Any] = {"validation": validation}
-        observation = machine.observation_after_outcome(state, validation)
-        if observation == "checkpoint":
-            label = machine.next_checkpoint_label(state, "checkpoint")
-            facts["checkpoint"] = self._observe_into(diagnostics, state, label)
-        elif observation == "reflect_base":
-            facts["reflect_base"] = self._observe_into(
-                diagnostics, state, "reflect_base", snapshot=False
-            )
+        validation, facts, diagnostics = self._judge(conn, state, command, binding_id)
         with self.store.write() as tx:
             current = _unchanged(tx, state)
             after, events = machine.transition(current, command, {**facts, "now": clock.now()})
             assert after is not None
-            bindings.record_run(tx, binding_id, validation)
+            _store_run(tx, binding_id, validation)
             _commit(tx, after, events)
-        tampered = machine.is_tamper(validation)
         answer: dict[str, Any] = {
             "assessment": "expected" if validation["pass"] else "unexpected-unfavorable",
             "validation": validation,
             "forbidden_moves": after["forbidden_moves"],
         }
-        if observation == "checkpoint":
+        if "checkpoint" in facts:
             answer["checkpoint"] = facts["checkpoint"]
-        if tampered:
+        if machine.is_tamper(validation):
             answer["validatorTampering"] = True
         answer["message"] = _outcome_message(role, validation, after)
         return {**answer, **views.common(after, diagnostics)}
@@ -254,7 +246,14 @@ class UlyssesService:
 
     def _reflect(self, command: dict[str, Any]) -> dict[str, Any]:
         machine.check(_active(self.store.connection()), command)
-        digest = checkpoints.worktree_digest(self.project.root)
+        diagnostics: Diagnostics = []
+        try:
+            digest = checkpoints.worktree_digest(self.project.root)
+        except checkpoints.GitFailed as exc:
+            digest = None  # see the module docstring
+            diagnostics.append(
+                _diagnostic("worktree_unreadable", f"{exc.message}; the worktree was not compared")
+            )
         with self.store.write() as tx:
             current = _active(tx)
             machine.check(current, command)
@@ -263,27 +262,10 @@ class UlyssesService:
             after, events = machine.transition(current, command, facts)
             assert after is not None
             _commit(tx, after, events)
-        diagnostics: Diagnostics = []
-        if current["reflect_base"]["worktree_digest"] != digest:
-            diagnostics.append(
-                _diagnostic(
-                    "worktree_changed_during_reflect",
-                    "files changed since the session entered REFLECT; reflection is meant to"
-                    " be read-only",
-                )
-            )
-        if _restates(command["hypothesis"], command["falsification"]):
-            diagnostics.append(
-                _diagnostic(
-                    "falsification_restates_hypothesis",
-                    "the falsification repeats the hypothesis; name an observation that"
-                    " would prove it wrong",
-                )
-            )
-        count = len(after["hypotheses"])
+        diagnostics += _reflect_diagnostics(command, current["reflect_base"], digest)
         return {
             "hypothesis_seq": after["hypotheses"][-1]["seq"],
-            "hypothesis_count": count,
+            "hypothesis_count": len(after["hypotheses"]),
             **views.common(after, diagnostics),
         }
 
@@ -361,56 +343,31 @@ class UlyssesService:
         machine.check(state, command)
         assert state is not None
         terminal = command["terminalState"]
+        validation = None
         facts: dict[str, Any] = {}
         diagnostics: Diagnostics = []
-        validation = None
         if terminal == "resolved":
             binding_id = state["finalValidator"]["binding_id"]
-            validation = self._run_validator(conn, binding_id, command["observed"])
-            diagnostics.extend(validation.get("diagnostics") or [])
-            facts["validation"] = validation
-            if machine.is_tamper(validation):
-                facts["reflect_base"] = self._observe_into(
-                    diagnostics, state, "reflect_base", snapshot=False
-                )
+            validation, facts, diagnostics = self._judge(conn, state, command, binding_id)
         lesson = None
         with self.store.write() as tx:
-            current = _unchanged(tx, state) if validation is not None else _active(tx)
+            current = _active(tx) if validation is None else _unchanged(tx, state)
             after, events = machine.transition(current, command, {**facts, "now": clock.now()})
             assert after is not None
             if validation is not None:
-                bindings.record_run(tx, binding_id, validation)
+                _store_run(tx, binding_id, validation)
             if after["status"] == terminal and after["summary"] is not None:
                 lesson = knowledge.record_lesson(tx, self.project, views.closed_for_lesson(after))
                 events[-1]["payload"]["lesson"] = {"id": lesson["id"], "key": lesson["key"]}
             _commit(tx, after, events)
         if after["status"] == "active":
-            raise Corrupt(
-                "VALIDATOR_TAMPERED",
-                "the final validator's snapshot check failed, so nothing ran; the session is"
-                " in REFLECT and cannot end resolved (complete as environment_compromised, or"
-                " init with supersede)",
-                {
-                    "session_id": after["session_id"],
-                    "phase": after["phase"],
-                    "validation": validation,
-                },
-            )
-        if lesson is not None:
-            diagnostics.extend(knowledge.write_lesson_file(self.project, lesson))
-        summary = command.get("summary")
-        if summary is not None and len(summary.strip()) < THIN_SUMMARY_CHARS:
-            diagnostics.append(
-                _diagnostic(
-                    "thin_summary",
-                    f"the summary is under {THIN_SUMMARY_CHARS} characters; a lesson should"
-                    " say what to do differently next time",
-                )
-            )
+            raise _final_tampered(after, validation)
         answer: dict[str, Any] = {"status": after["status"], "terminalState": terminal}
         if validation is not None:
             answer["validation"] = validation
         if lesson is not None:
+            diagnostics.extend(knowledge.write_lesson_file(self.project, lesson))
+            diagnostics.extend(_summary_diagnostics(after["summary"]))
             answer["lesson"] = {key: lesson[key] for key in ("id", "path", "merged")}
         return {**answer, **views.common(after, diagnostics)}
 
@@ -469,6 +426,26 @@ class UlyssesService:
             self.config["validators"],
             project_root=self.project.root,
         )
+
+    def _judge(
+        self, conn: sqlite3.Connection, state: State, command: dict[str, Any], binding_id: str
+    ) -> tuple[dict[str, Any], dict[str, Any], Diagnostics]:
+        """Steps 1–2 of a judged operation (reference §3.4), outside any transaction: run
+        the bound validator on ``observed``, then take the observation the transition will
+        record (a checkpoint after a pass, the base on entering REFLECT). Returns the
+        validation, the facts for ``machine.transition`` and the diagnostics so far."""
+        validation = self._run_validator(conn, binding_id, command["observed"])
+        diagnostics = list(validation.get("diagnostics") or [])
+        facts: dict[str, Any] = {"validation": validation}
+        needed = machine.observation_needed(state, command, validation)
+        if needed == "checkpoint":
+            label = machine.next_checkpoint_label(state, "checkpoint")
+            facts["checkpoint"] = self._observe_into(diagnostics, state, label)
+        elif needed == "reflect_base":
+            facts["reflect_base"] = self._observe_into(
+                diagnostics, state, "reflect_base", snapshot=False
+            )
+        return validation, facts, diagnostics
 
     def _observe(
         self, session_id: str, label: str, *, snapshot: bool = True
@@ -539,6 +516,16 @@ def _unchanged(conn: sqlite3.Connection, expected: State) -> State:
     return current
 
 
+def _store_run(conn: sqlite3.Connection, binding_id: str, validation: dict[str, Any]) -> None:
+    """Keep a run with the transition it causes. A failed snapshot check whose binding
+    row was deleted has no row to keep it under; the tamper transition still commits."""
+    try:
+        bindings.record_run(conn, binding_id, validation)
+    except NotFound:
+        if not machine.is_tamper(validation):
+            raise
+
+
 def _save(conn: sqlite3.Connection, state: State) -> None:
     conn.execute(
         "INSERT INTO ulysses_sessions (session_id, status, version, state_json, created_at,"
@@ -598,13 +585,62 @@ def _sync_gate(conn: sqlite3.Connection, seq: int) -> None:
 
 
 def _diagnostic(code: str, message: str) -> dict[str, Any]:
-    return {"code": code, "severity": "warning", "message": message}
+    return {"code": code, "message": message}
+
+
+def _reflect_diagnostics(
+    command: dict[str, Any], reflect_base: dict[str, Any], digest: str | None
+) -> Diagnostics:
+    """What ``reflect`` notices: files changed while reflection was due, and a
+    falsification that only restates its hypothesis."""
+    diagnostics = []
+    before = reflect_base["worktree_digest"]
+    if None not in (before, digest) and before != digest:
+        diagnostics.append(
+            _diagnostic(
+                "worktree_changed_during_reflect",
+                "files changed since the session entered REFLECT; reflection is meant to be"
+                " read-only",
+            )
+        )
+    if _restates(command["hypothesis"], command["falsification"]):
+        diagnostics.append(
+            _diagnostic(
+                "falsification_restates_hypothesis",
+                "the falsification repeats the hypothesis; name an observation that would prove"
+                " it wrong",
+            )
+        )
+    return diagnostics
 
 
 def _restates(hypothesis: str, falsification: str) -> bool:
     """Whether one text contains the other once case, width and spacing are ignored."""
     first, second = machine.forbidden_key(hypothesis), machine.forbidden_key(falsification)
     return first in second or second in first
+
+
+def _final_tampered(after: State, validation: dict[str, Any] | None) -> Corrupt:
+    """Row 23: the tamper transition is committed, and the caller still hears an error."""
+    return Corrupt(
+        "VALIDATOR_TAMPERED",
+        "the final validator's snapshot check failed, so nothing ran; the session is in"
+        " REFLECT and cannot end resolved (complete as environment_compromised, or init with"
+        " supersede)",
+        {"session_id": after["session_id"], "phase": after["phase"], "validation": validation},
+    )
+
+
+def _summary_diagnostics(summary: str) -> Diagnostics:
+    if len(summary.strip()) >= THIN_SUMMARY_CHARS:
+        return []
+    return [
+        _diagnostic(
+            "thin_summary",
+            f"the summary is under {THIN_SUMMARY_CHARS} characters; a lesson should say what"
+            " to do differently next time",
+        )
+    ]
 
 
 def _outcome_message(role: str, validation: dict[str, Any], after: State) -> str:
