@@ -27,6 +27,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "validators.initial", "ithaca.validators.schema:VALIDATORS_V1"),
     Migration(4, "ulysses.initial", "ithaca.ulysses.schema:ULYSSES_V1"),
     Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_schema:KNOWLEDGE_V1"),
+    Migration(6, "delivery.initial", "ithaca.delivery.schema:DELIVERY_V1"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,1 @@
+"""Durable delivery state: records, checkpoints, context, archive (reference: delivery)."""

@@ -1,0 +1,3 @@
+"""The delivery part's tables (reference §4)."""
+
+DELIVERY_V1 = ""
