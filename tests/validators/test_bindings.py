@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ithaca.app import IthacaProject, init_project
+from ithaca.app import IthacaProject
 from ithaca.kernel import canon, journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.errors import Corrupt, NotFound
 from ithaca.validators import bindings, runner, runtimes, snapshot
 from ithaca.validators.notebooks import NotebookService
 
-RUNTIME = {"name": "cpython", "version": "3.12.4"}
 PASSING = "from tb_validate import pass_\npass_('fine')\n"
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[IthacaProject]:
-    monkeypatch.setattr(runtimes, "measure", lambda language, settings: dict(RUNTIME))
-    opened, _ = init_project(tmp_path)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def notebooks(project: IthacaProject) -> NotebookService:
-    return NotebookService(project.project, project.store, project.config)
+pytestmark = pytest.mark.usefixtures("fixed_runtime")
 
 
 @pytest.fixture
@@ -439,9 +425,11 @@ def test_a_changed_runtime_runs_with_a_runtime_drift_diagnostic(
     project: IthacaProject,
     blobs: BlobStore,
     cell: tuple[str, str],
+    fixed_runtime: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     view = bind_planned(project, blobs, cell)
+    bound = dict(fixed_runtime)
     current = {"name": "cpython", "version": "3.13.0"}
     monkeypatch.setattr(runtimes, "measure", lambda language, settings: dict(current))
 
@@ -456,7 +444,7 @@ def test_a_changed_runtime_runs_with_a_runtime_drift_diagnostic(
 
     assert result["pass"] is True
     [drift] = [d for d in result["diagnostics"] if d["code"] == "runtime_drift"]
-    assert (drift["bound"], drift["current"]) == (RUNTIME, current)
+    assert (drift["bound"], drift["current"]) == (bound, current)
 
 
 def test_record_run_keeps_a_result_under_its_evidence_digest_once(

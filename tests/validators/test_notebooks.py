@@ -5,15 +5,13 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ithaca.app import IthacaProject, init_project
+from ithaca.app import IthacaProject
 from ithaca.kernel import journal
 from ithaca.kernel.errors import IthacaError
 from ithaca.validators import notebooks as notebooks_module
@@ -25,20 +23,8 @@ PASSING = "from tb_validate import observed, pass_, fail\n" + (
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[IthacaProject]:
-    opened, _ = init_project(tmp_path)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def service(project: IthacaProject) -> NotebookService:
-    return NotebookService(project.project, project.store, project.config)
-
-
-@pytest.fixture
-def nb(service: NotebookService) -> str:
-    return str(service.create({"title": "Checks"})["notebookId"])
+def nb(notebooks: NotebookService) -> str:
+    return str(notebooks.create({"title": "Checks"})["notebookId"])
 
 
 def journal_length(project: IthacaProject) -> int:
@@ -65,9 +51,9 @@ def events(project: IthacaProject, kind: str) -> list[dict[str, Any]]:
 
 
 def test_create_answers_the_notebook_and_journals_it(
-    project: IthacaProject, service: NotebookService
+    project: IthacaProject, notebooks: NotebookService
 ) -> None:
-    created = service.create({"title": "Checks", "session": "host-1"})
+    created = notebooks.create({"title": "Checks", "session": "host-1"})
 
     assert set(created) == {"notebookId", "title", "language", "createdAt"}
     assert created["notebookId"].startswith("nb_")
@@ -97,7 +83,7 @@ def test_create_answers_the_notebook_and_journals_it(
 )
 def test_create_refuses_bad_input_and_changes_nothing(
     project: IthacaProject,
-    service: NotebookService,
+    notebooks: NotebookService,
     arguments: dict[str, Any],
     code: str,
     problem: str | None,
@@ -105,26 +91,26 @@ def test_create_refuses_bad_input_and_changes_nothing(
     before = journal_length(project)
 
     with pytest.raises(IthacaError) as raised:
-        service.create(arguments)
+        notebooks.create(arguments)
 
     assert raised.value.code == code
     if problem is not None:
         assert raised.value.details["problem"] == problem
     assert journal_length(project) == before
-    assert service.list() == []
+    assert notebooks.list() == []
 
 
-def test_a_200_character_title_is_accepted(service: NotebookService) -> None:
-    assert service.create({"title": "é" * 200})["title"] == "é" * 200
+def test_a_200_character_title_is_accepted(notebooks: NotebookService) -> None:
+    assert notebooks.create({"title": "é" * 200})["title"] == "é" * 200
 
 
 # --- add_cell ---------------------------------------------------------------------------
 
 
 def test_add_cell_answers_version_1_and_journals_the_sources_digest_not_the_source(
-    project: IthacaProject, service: NotebookService, nb: str
+    project: IthacaProject, notebooks: NotebookService, nb: str
 ) -> None:
-    added = service.add_cell({"notebookId": nb, "source": "print('hi')\n"})
+    added = notebooks.add_cell({"notebookId": nb, "source": "print('hi')\n"})
 
     assert added == {
         "cellId": added["cellId"],
@@ -152,10 +138,10 @@ def test_add_cell_answers_version_1_and_journals_the_sources_digest_not_the_sour
 
 
 def test_validators_without_a_filename_take_distinct_default_names(
-    service: NotebookService, nb: str
+    notebooks: NotebookService, nb: str
 ) -> None:
-    names = [service.add_cell({"notebookId": nb, "source": "x"})["filename"] for _ in range(3)]
-    js = service.add_cell({"notebookId": nb, "source": "x", "language": "javascript"})
+    names = [notebooks.add_cell({"notebookId": nb, "source": "x"})["filename"] for _ in range(3)]
+    js = notebooks.add_cell({"notebookId": nb, "source": "x", "language": "javascript"})
 
     assert names == ["validate.py", "validate-2.py", "validate-3.py"]
     assert js["filename"] == "validate.js"
@@ -178,9 +164,9 @@ def test_validators_without_a_filename_take_distinct_default_names(
     ],
 )
 def test_the_filename_decides_the_role(
-    service: NotebookService, nb: str, language: str, filename: str, role: str
+    notebooks: NotebookService, nb: str, language: str, filename: str, role: str
 ) -> None:
-    added = service.add_cell(
+    added = notebooks.add_cell(
         {"notebookId": nb, "source": "x", "language": language, "filename": filename}
     )
 
@@ -212,12 +198,12 @@ def test_the_filename_decides_the_role(
     ],
 )
 def test_filenames_that_do_not_fit_or_are_reserved_are_refused(
-    project: IthacaProject, service: NotebookService, nb: str, language: str, filename: str
+    project: IthacaProject, notebooks: NotebookService, nb: str, language: str, filename: str
 ) -> None:
     before = journal_length(project)
 
     code = code_of(
-        service.add_cell,
+        notebooks.add_cell,
         {"notebookId": nb, "source": "x", "language": language, "filename": filename},
     )
 
@@ -226,33 +212,33 @@ def test_filenames_that_do_not_fit_or_are_reserved_are_refused(
 
 
 def test_a_manifest_name_is_taken_once_per_notebook(
-    project: IthacaProject, service: NotebookService, nb: str
+    project: IthacaProject, notebooks: NotebookService, nb: str
 ) -> None:
-    service.add_cell({"notebookId": nb, "source": "a", "filename": "requirements.txt"})
+    notebooks.add_cell({"notebookId": nb, "source": "a", "filename": "requirements.txt"})
     before = journal_length(project)
 
     code = code_of(
-        service.add_cell, {"notebookId": nb, "source": "b", "filename": "requirements.txt"}
+        notebooks.add_cell, {"notebookId": nb, "source": "b", "filename": "requirements.txt"}
     )
 
     assert code == "CELL_FILENAME_TAKEN"
     assert journal_length(project) == before
-    other = service.create({"title": "Other"})["notebookId"]
-    assert service.add_cell({"notebookId": other, "source": "b", "filename": "requirements.txt"})
+    other = notebooks.create({"title": "Other"})["notebookId"]
+    assert notebooks.add_cell({"notebookId": other, "source": "b", "filename": "requirements.txt"})
 
 
 def test_an_explicit_validator_filename_is_taken_once_per_notebook(
-    service: NotebookService, nb: str
+    notebooks: NotebookService, nb: str
 ) -> None:
-    service.add_cell({"notebookId": nb, "source": "a", "filename": "check.py"})
+    notebooks.add_cell({"notebookId": nb, "source": "a", "filename": "check.py"})
 
-    code = code_of(service.add_cell, {"notebookId": nb, "source": "b", "filename": "check.py"})
+    code = code_of(notebooks.add_cell, {"notebookId": nb, "source": "b", "filename": "check.py"})
 
     assert code == "CELL_FILENAME_TAKEN"
 
 
-def test_markdown_cells_ignore_code_fields(service: NotebookService, nb: str) -> None:
-    added = service.add_cell(
+def test_markdown_cells_ignore_code_fields(notebooks: NotebookService, nb: str) -> None:
+    added = notebooks.add_cell(
         {
             "notebookId": nb,
             "source": "# Why",
@@ -293,7 +279,7 @@ def test_markdown_cells_ignore_code_fields(service: NotebookService, nb: str) ->
 )
 def test_add_cell_refuses_bad_input(
     project: IthacaProject,
-    service: NotebookService,
+    notebooks: NotebookService,
     nb: str,
     fields: dict[str, Any],
     code: str,
@@ -302,7 +288,7 @@ def test_add_cell_refuses_bad_input(
     before = table_sizes(project), journal_length(project)
 
     with pytest.raises(IthacaError) as raised:
-        service.add_cell({"notebookId": nb, **fields})
+        notebooks.add_cell({"notebookId": nb, **fields})
 
     assert raised.value.code == code
     if problem is not None:
@@ -310,12 +296,12 @@ def test_add_cell_refuses_bad_input(
     assert (table_sizes(project), journal_length(project)) == before
 
 
-def test_a_source_of_exactly_256_kib_is_accepted(service: NotebookService, nb: str) -> None:
-    assert service.add_cell({"notebookId": nb, "source": "x" * 256 * 1024})["version"] == 1
+def test_a_source_of_exactly_256_kib_is_accepted(notebooks: NotebookService, nb: str) -> None:
+    assert notebooks.add_cell({"notebookId": nb, "source": "x" * 256 * 1024})["version"] == 1
 
 
-def test_add_cell_to_an_unknown_notebook_is_notebook_not_found(service: NotebookService) -> None:
-    code = code_of(service.add_cell, {"notebookId": "nb_missing", "source": "x"})
+def test_add_cell_to_an_unknown_notebook_is_notebook_not_found(notebooks: NotebookService) -> None:
+    code = code_of(notebooks.add_cell, {"notebookId": "nb_missing", "source": "x"})
 
     assert code == "NOTEBOOK_NOT_FOUND"
 
@@ -324,20 +310,20 @@ def test_add_cell_to_an_unknown_notebook_is_notebook_not_found(service: Notebook
 
 
 def test_update_cell_stores_a_new_version_and_keeps_every_old_one(
-    project: IthacaProject, service: NotebookService, nb: str
+    project: IthacaProject, notebooks: NotebookService, nb: str
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "one\n"})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "one\n"})["cellId"]
 
-    assert service.update_cell({"notebookId": nb, "cellId": cell, "source": "two\n"}) == {
+    assert notebooks.update_cell({"notebookId": nb, "cellId": cell, "source": "two\n"}) == {
         "cellId": cell,
         "version": 2,
     }
-    service.update_cell({"notebookId": nb, "cellId": cell, "mode": "probe", "timeout_s": 3})
+    notebooks.update_cell({"notebookId": nb, "cellId": cell, "mode": "probe", "timeout_s": 3})
 
-    got = service.get({"notebookId": nb, "cellId": cell, "version": 1})
+    got = notebooks.get({"notebookId": nb, "cellId": cell, "version": 1})
     assert got["cell"]["source"] == "one\n"
     assert [v["version"] for v in got["versions"]] == [1, 2, 3]
-    latest = service.get({"notebookId": nb, "cellId": cell})["cell"]
+    latest = notebooks.get({"notebookId": nb, "cellId": cell})["cell"]
     assert (latest["version"], latest["source"], latest["mode"], latest["timeout_s"]) == (
         3,
         "two\n",
@@ -350,9 +336,9 @@ def test_update_cell_stores_a_new_version_and_keeps_every_old_one(
 
 
 def test_stored_versions_cannot_be_edited_or_deleted(
-    project: IthacaProject, service: NotebookService, nb: str
+    project: IthacaProject, notebooks: NotebookService, nb: str
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "one\n"})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "one\n"})["cellId"]
     conn = project.store.connection()
 
     with pytest.raises(sqlite3.IntegrityError):
@@ -372,46 +358,46 @@ def test_stored_versions_cannot_be_edited_or_deleted(
     ],
 )
 def test_an_update_that_changes_nothing_answers_the_current_version_and_stores_nothing(
-    project: IthacaProject, service: NotebookService, nb: str, changes: dict[str, Any]
+    project: IthacaProject, notebooks: NotebookService, nb: str, changes: dict[str, Any]
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "same\n"})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "same\n"})["cellId"]
     before = table_sizes(project), journal_length(project)
 
-    answer = service.update_cell({"notebookId": nb, "cellId": cell, **changes})
+    answer = notebooks.update_cell({"notebookId": nb, "cellId": cell, **changes})
 
     assert answer == {"cellId": cell, "version": 1}
     assert (table_sizes(project), journal_length(project)) == before
 
 
 def test_a_stored_timeout_above_a_lowered_limit_does_not_block_other_updates(
-    project: IthacaProject, service: NotebookService, nb: str
+    project: IthacaProject, notebooks: NotebookService, nb: str
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "x", "timeout_s": 20})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "x", "timeout_s": 20})["cellId"]
     project.config["validators"]["timeout_s"] = 10
 
-    assert service.update_cell({"notebookId": nb, "cellId": cell, "source": "y"})["version"] == 2
-    assert code_of(service.update_cell, {"notebookId": nb, "cellId": cell, "timeout_s": 15}) == (
+    assert notebooks.update_cell({"notebookId": nb, "cellId": cell, "source": "y"})["version"] == 2
+    assert code_of(notebooks.update_cell, {"notebookId": nb, "cellId": cell, "timeout_s": 15}) == (
         "INVALID_INPUT"
     )
 
 
 def test_renaming_a_validator_to_a_manifest_name_makes_it_a_manifest(
-    service: NotebookService, nb: str
+    notebooks: NotebookService, nb: str
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "x", "mode": "probe"})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "x", "mode": "probe"})["cellId"]
 
-    service.update_cell({"notebookId": nb, "cellId": cell, "filename": "requirements.txt"})
+    notebooks.update_cell({"notebookId": nb, "cellId": cell, "filename": "requirements.txt"})
 
-    latest = service.get({"notebookId": nb, "cellId": cell})["cell"]
+    latest = notebooks.get({"notebookId": nb, "cellId": cell})["cell"]
     assert (latest["role"], latest["mode"]) == ("manifest", None)
 
 
 def test_update_cell_applies_the_filename_and_language_rules(
-    service: NotebookService, nb: str
+    notebooks: NotebookService, nb: str
 ) -> None:
-    service.add_cell({"notebookId": nb, "source": "a", "filename": "check.py"})
-    cell = service.add_cell({"notebookId": nb, "source": "b"})["cellId"]
-    update = service.update_cell
+    notebooks.add_cell({"notebookId": nb, "source": "a", "filename": "check.py"})
+    cell = notebooks.add_cell({"notebookId": nb, "source": "b"})["cellId"]
+    update = notebooks.update_cell
 
     assert code_of(update, {"notebookId": nb, "cellId": cell, "filename": "check.py"}) == (
         "CELL_FILENAME_TAKEN"
@@ -427,13 +413,13 @@ def test_update_cell_applies_the_filename_and_language_rules(
 
 @pytest.mark.parametrize("cell_id", ["cell_missing", "other-notebook"])
 def test_update_of_a_cell_not_in_the_notebook_is_cell_not_found(
-    service: NotebookService, nb: str, cell_id: str
+    notebooks: NotebookService, nb: str, cell_id: str
 ) -> None:
-    other = service.create({"title": "Other"})["notebookId"]
-    foreign = service.add_cell({"notebookId": other, "source": "x"})["cellId"]
+    other = notebooks.create({"title": "Other"})["notebookId"]
+    foreign = notebooks.add_cell({"notebookId": other, "source": "x"})["cellId"]
     target = foreign if cell_id == "other-notebook" else cell_id
 
-    assert code_of(service.update_cell, {"notebookId": nb, "cellId": target, "source": "y"}) == (
+    assert code_of(notebooks.update_cell, {"notebookId": nb, "cellId": target, "source": "y"}) == (
         "CELL_NOT_FOUND"
     )
 
@@ -442,13 +428,13 @@ def test_update_of_a_cell_not_in_the_notebook_is_cell_not_found(
 
 
 def test_get_shows_the_notebook_with_its_latest_cells_in_order(
-    service: NotebookService, nb: str
+    notebooks: NotebookService, nb: str
 ) -> None:
-    first = service.add_cell({"notebookId": nb, "source": "# intro", "kind": "markdown"})
-    second = service.add_cell({"notebookId": nb, "source": "v1"})
-    service.update_cell({"notebookId": nb, "cellId": second["cellId"], "source": "v2"})
+    first = notebooks.add_cell({"notebookId": nb, "source": "# intro", "kind": "markdown"})
+    second = notebooks.add_cell({"notebookId": nb, "source": "v1"})
+    notebooks.update_cell({"notebookId": nb, "cellId": second["cellId"], "source": "v2"})
 
-    got = service.get({"notebookId": nb})
+    got = notebooks.get({"notebookId": nb})
 
     assert (got["notebookId"], got["title"], got["language"]) == (nb, "Checks", "python")
     assert [(c["cellId"], c["version"], c["source"]) for c in got["cells"]] == [
@@ -471,23 +457,23 @@ def test_get_shows_the_notebook_with_its_latest_cells_in_order(
     ],
 )
 def test_get_refusals(
-    service: NotebookService, nb: str, arguments: dict[str, Any], code: str
+    notebooks: NotebookService, nb: str, arguments: dict[str, Any], code: str
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "x"})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "x"})["cellId"]
     arguments = {"notebookId": nb, **arguments}
     if arguments.get("cellId") == "<cell>":
         arguments["cellId"] = cell
 
-    assert code_of(service.get, arguments) == code
+    assert code_of(notebooks.get, arguments) == code
 
 
-def test_list_counts_cells_most_recently_changed_first(service: NotebookService) -> None:
-    older = service.create({"title": "Older", "language": "shell"})["notebookId"]
-    newer = service.create({"title": "Newer"})["notebookId"]
-    service.add_cell({"notebookId": older, "source": "x"})
-    service.add_cell({"notebookId": older, "source": "y"})
+def test_list_counts_cells_most_recently_changed_first(notebooks: NotebookService) -> None:
+    older = notebooks.create({"title": "Older", "language": "shell"})["notebookId"]
+    newer = notebooks.create({"title": "Newer"})["notebookId"]
+    notebooks.add_cell({"notebookId": older, "source": "x"})
+    notebooks.add_cell({"notebookId": older, "source": "y"})
 
-    listed = service.list({"session": "host-1"})
+    listed = notebooks.list({"session": "host-1"})
 
     assert [(n["notebookId"], n["cellCount"], n["language"]) for n in listed] == [
         (older, 2, "shell"),
@@ -500,13 +486,13 @@ def test_list_counts_cells_most_recently_changed_first(service: NotebookService)
 
 
 def test_run_cell_runs_the_cell_and_stores_nothing(
-    project: IthacaProject, service: NotebookService, nb: str
+    project: IthacaProject, notebooks: NotebookService, nb: str
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
     before = table_sizes(project), journal_length(project)
 
-    passed = service.run_cell({"notebookId": nb, "cellId": cell, "observed": {"errors": 0}})
-    failed = service.run_cell({"notebookId": nb, "cellId": cell, "observed": {"errors": 2}})
+    passed = notebooks.run_cell({"notebookId": nb, "cellId": cell, "observed": {"errors": 0}})
+    failed = notebooks.run_cell({"notebookId": nb, "cellId": cell, "observed": {"errors": 2}})
 
     assert (passed["pass"], passed["reason"]) == (True, "clean")
     assert (failed["pass"], failed["reason"]) == (False, "2 errors")
@@ -514,27 +500,27 @@ def test_run_cell_runs_the_cell_and_stores_nothing(
     assert (table_sizes(project), journal_length(project)) == before
 
 
-def test_run_cell_runs_the_version_asked_for(service: NotebookService, nb: str) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
-    service.update_cell(
+def test_run_cell_runs_the_version_asked_for(notebooks: NotebookService, nb: str) -> None:
+    cell = notebooks.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
+    notebooks.update_cell(
         {"notebookId": nb, "cellId": cell, "source": "from tb_validate import fail\nfail('no')\n"}
     )
     observed = {"errors": 0}
 
-    assert service.run_cell({"notebookId": nb, "cellId": cell, "observed": observed})["pass"] is (
+    assert notebooks.run_cell({"notebookId": nb, "cellId": cell, "observed": observed})["pass"] is (
         False
     )
-    old = service.run_cell({"notebookId": nb, "cellId": cell, "observed": observed, "version": 1})
+    old = notebooks.run_cell({"notebookId": nb, "cellId": cell, "observed": observed, "version": 1})
     assert old["pass"] is True
 
 
 @pytest.mark.parametrize("fields", [{"kind": "markdown"}, {"filename": "requirements.txt"}])
 def test_run_cell_refuses_cells_that_are_not_validators(
-    service: NotebookService, nb: str, fields: dict[str, Any]
+    notebooks: NotebookService, nb: str, fields: dict[str, Any]
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": "x", **fields})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": "x", **fields})["cellId"]
 
-    code = code_of(service.run_cell, {"notebookId": nb, "cellId": cell, "observed": None})
+    code = code_of(notebooks.run_cell, {"notebookId": nb, "cellId": cell, "observed": None})
 
     assert code == "CELL_NOT_RUNNABLE"
 
@@ -548,23 +534,23 @@ def test_run_cell_refuses_cells_that_are_not_validators(
     ],
 )
 def test_run_cell_refuses_observed_data_it_cannot_carry(
-    service: NotebookService, nb: str, observed: Any, code: str, problem: str | None
+    notebooks: NotebookService, nb: str, observed: Any, code: str, problem: str | None
 ) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
+    cell = notebooks.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
 
     with pytest.raises(IthacaError) as raised:
-        service.run_cell({"notebookId": nb, "cellId": cell, "observed": observed})
+        notebooks.run_cell({"notebookId": nb, "cellId": cell, "observed": observed})
 
     assert raised.value.code == code
     if problem is not None:
         assert raised.value.details["problem"] == problem
 
 
-def test_run_cell_needs_observed(service: NotebookService, nb: str) -> None:
-    cell = service.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
+def test_run_cell_needs_observed(notebooks: NotebookService, nb: str) -> None:
+    cell = notebooks.add_cell({"notebookId": nb, "source": PASSING})["cellId"]
 
     with pytest.raises(IthacaError) as raised:
-        service.run_cell({"notebookId": nb, "cellId": cell})
+        notebooks.run_cell({"notebookId": nb, "cellId": cell})
 
     assert raised.value.details == {"pointer": "/observed", "problem": "REQUIRED"}
 
@@ -572,14 +558,16 @@ def test_run_cell_needs_observed(service: NotebookService, nb: str) -> None:
 # --- export -----------------------------------------------------------------------------
 
 
-def test_export_writes_the_documented_markdown(service: NotebookService, nb: str) -> None:
-    note = service.add_cell(
+def test_export_writes_the_documented_markdown(notebooks: NotebookService, nb: str) -> None:
+    note = notebooks.add_cell(
         {"notebookId": nb, "source": "Checks the <build> -->\n", "kind": "markdown"}
     )
-    code = service.add_cell({"notebookId": nb, "source": "print('x')"})
-    reqs = service.add_cell({"notebookId": nb, "source": "attrs\n", "filename": "requirements.txt"})
+    code = notebooks.add_cell({"notebookId": nb, "source": "print('x')"})
+    reqs = notebooks.add_cell(
+        {"notebookId": nb, "source": "attrs\n", "filename": "requirements.txt"}
+    )
 
-    markdown = service.export({"notebookId": nb})["markdown"]
+    markdown = notebooks.export({"notebookId": nb})["markdown"]
 
     assert markdown == (
         f'<!-- ithaca:notebook {{"id":"{nb}","title":"Checks","language":"python"}} -->\n\n'
@@ -596,10 +584,10 @@ def test_export_writes_the_documented_markdown(service: NotebookService, nb: str
     )
 
 
-def test_export_comments_cannot_be_closed_by_a_title(service: NotebookService) -> None:
-    nb = service.create({"title": "a --> <!-- b"})["notebookId"]
+def test_export_comments_cannot_be_closed_by_a_title(notebooks: NotebookService) -> None:
+    nb = notebooks.create({"title": "a --> <!-- b"})["notebookId"]
 
-    header = service.export({"notebookId": nb})["markdown"].splitlines()[0]
+    header = notebooks.export({"notebookId": nb})["markdown"].splitlines()[0]
 
     assert header.count("-->") == 1 and header.endswith("-->")
     assert "\\u003e" in header
@@ -633,12 +621,14 @@ def _fenced_sources(markdown: str) -> list[str]:
         max_size=3,
     )
 )
-def test_export_fences_survive_backtick_runs(service: NotebookService, sources: list[str]) -> None:
-    nb = service.create({"title": "Fences"})["notebookId"]
+def test_export_fences_survive_backtick_runs(
+    notebooks: NotebookService, sources: list[str]
+) -> None:
+    nb = notebooks.create({"title": "Fences"})["notebookId"]
     for index, source in enumerate(sources):
-        service.add_cell({"notebookId": nb, "source": source, "filename": f"c{index}.py"})
+        notebooks.add_cell({"notebookId": nb, "source": source, "filename": f"c{index}.py"})
 
-    markdown = service.export({"notebookId": nb})["markdown"]
+    markdown = notebooks.export({"notebookId": nb})["markdown"]
 
     assert _fenced_sources(markdown) == sources
 
@@ -646,17 +636,17 @@ def test_export_fences_survive_backtick_runs(service: NotebookService, sources: 
 # --- dispatch and strict input ----------------------------------------------------------
 
 
-def test_dispatch_routes_each_operation(service: NotebookService) -> None:
-    created = service.dispatch({"operation": "create", "title": "T", "session": "s"})
+def test_dispatch_routes_each_operation(notebooks: NotebookService) -> None:
+    created = notebooks.dispatch({"operation": "create", "title": "T", "session": "s"})
     nb = created["notebookId"]
-    cell = service.dispatch({"operation": "add_cell", "notebookId": nb, "source": "x"})
+    cell = notebooks.dispatch({"operation": "add_cell", "notebookId": nb, "source": "x"})
 
-    assert service.dispatch({"operation": "list"}) == {"notebooks": service.list()}
+    assert notebooks.dispatch({"operation": "list"}) == {"notebooks": notebooks.list()}
     assert (
-        service.dispatch({"operation": "get", "notebookId": nb})["cells"][0]["cellId"]
+        notebooks.dispatch({"operation": "get", "notebookId": nb})["cells"][0]["cellId"]
         == (cell["cellId"])
     )
-    assert "markdown" in service.dispatch({"operation": "export", "notebookId": nb})
+    assert "markdown" in notebooks.dispatch({"operation": "export", "notebookId": nb})
 
 
 @pytest.mark.parametrize(
@@ -670,10 +660,10 @@ def test_dispatch_routes_each_operation(service: NotebookService) -> None:
     ],
 )
 def test_dispatch_refuses_malformed_calls(
-    service: NotebookService, arguments: dict[str, Any], pointer: str, problem: str
+    notebooks: NotebookService, arguments: dict[str, Any], pointer: str, problem: str
 ) -> None:
     with pytest.raises(IthacaError) as raised:
-        service.dispatch(arguments)
+        notebooks.dispatch(arguments)
 
     assert raised.value.code == "INVALID_INPUT"
     assert raised.value.details == {"pointer": pointer, "problem": problem}
@@ -687,7 +677,7 @@ JSON_VALUES = st.recursive(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     operation=st.sampled_from(notebooks_module.OPERATIONS),
@@ -710,7 +700,7 @@ JSON_VALUES = st.recursive(
 )
 def test_malformed_operations_raise_coded_errors_and_leave_the_journal_alone(
     project: IthacaProject,
-    service: NotebookService,
+    notebooks: NotebookService,
     nb: str,
     operation: str,
     base: dict[str, Any],
@@ -726,7 +716,7 @@ def test_malformed_operations_raise_coded_errors_and_leave_the_journal_alone(
     )
 
     try:
-        service.dispatch(arguments)
+        notebooks.dispatch(arguments)
     except IthacaError as exc:
         assert re.fullmatch(r"[A-Z][A-Z_]+", exc.code)
         assert journal_length(project) - before == 0

@@ -92,6 +92,20 @@ def test_a_configured_interpreter_is_measured_and_cached_by_path_and_mtime(tmp_p
     assert runtimes.measure("python", settings)["version"] == "3.99.1 (fake)"
 
 
+def test_a_runtime_that_did_not_answer_in_time_is_asked_again(tmp_path, settings, monkeypatch):
+    monkeypatch.setattr(runtimes, "PROBE_TIMEOUT_S", 0.3)
+    busy = tmp_path / "busy"
+    busy.touch()
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nif [ -e {busy} ]; then sleep 5; fi\nprintf 'cpython\\n3.99.2'\n")
+    python.chmod(0o755)
+    settings["python"] = str(python)
+    with pytest.raises(Refused):
+        runtimes.measure("python", settings)
+    busy.unlink()
+    assert runtimes.measure("python", settings)["version"] == "3.99.2"
+
+
 @needs_node
 def test_javascript_runs_on_node_and_reports_its_version(settings):
     version = subprocess.run([NODE, "--version"], capture_output=True, text=True).stdout.strip()

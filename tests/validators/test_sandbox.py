@@ -3,7 +3,6 @@ import resource
 import signal
 import stat
 import sys
-import time
 
 import pytest
 
@@ -16,13 +15,6 @@ NOT_ISOLATED = Isolation((), network=False, pid_namespace=False)
 needs_pid_namespace = pytest.mark.skipif(
     not sandbox.isolation().pid_namespace, reason="unshare cannot make a PID namespace here"
 )
-
-
-@pytest.fixture
-def settings():
-    values = defaults()["validators"]
-    values.update(timeout_s=2, grace_s=0.5)
-    return values
 
 
 def run(code, settings, tmp_path, *, timeout_s=2, language="python", require=False, **limits):
@@ -41,20 +33,6 @@ def run(code, settings, tmp_path, *, timeout_s=2, language="python", require=Fal
         max_output_bytes=settings["max_output_bytes"],
         require_network_isolation=require,
     )
-
-
-def gone(pid, within_s=10.0):
-    """True once ``pid`` has ended (a zombie counts as ended), waiting at most ``within_s``."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                if handle.read().rpartition(")")[2].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def leave_a_straggler(record):
@@ -171,6 +149,24 @@ def test_the_cpu_limit_kill_is_reported_as_cpu_exhaustion(settings, tmp_path):
     assert "sigprocmask" not in outcome.stderr  # the namespace wrapper's complaint is dropped
 
 
+def test_a_supervisor_that_fails_leaves_no_validator_running(settings, tmp_path, monkeypatch, gone):
+    def broken(capture, chunk):
+        raise RuntimeError("the supervisor broke")
+
+    monkeypatch.setattr(sandbox._Capture, "add", broken)
+    record = tmp_path / "pid"
+    code = (
+        "import os, time\n"
+        f"with open({str(record)!r}, 'w') as handle:\n"
+        "    handle.write(os.readlink('/proc/self'))\n"
+        "print('output', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with pytest.raises(RuntimeError, match="supervisor broke"):
+        run(code, settings, tmp_path, timeout_s=30)
+    assert gone(int(record.read_text()))
+
+
 def test_a_spawn_the_system_refuses_is_an_error(settings, tmp_path):
     with pytest.raises(Refused) as caught:
         run("pass", settings, tmp_path / "missing")
@@ -214,6 +210,7 @@ def test_a_straggler_holding_the_pipes_is_drained_briefly_then_left(
     """Without a PID namespace a descendant that left the group outlives the run (the
     documented limit); the run still ends."""
     monkeypatch.setattr(sandbox, "isolation", lambda: NOT_ISOLATED)
+    monkeypatch.setattr(sandbox, "DRAIN_S", 0.2)
     record = tmp_path / "pid"
     code = leave_a_straggler(record)
     try:
@@ -224,7 +221,7 @@ def test_a_straggler_holding_the_pipes_is_drained_briefly_then_left(
 
 
 @needs_pid_namespace
-def test_in_a_pid_namespace_a_descendant_that_left_the_group_dies_too(settings, tmp_path):
+def test_in_a_pid_namespace_a_descendant_that_left_the_group_dies_too(settings, tmp_path, gone):
     record = tmp_path / "pid"
     code = leave_a_straggler(record)
     outcome = run(code, settings, tmp_path)

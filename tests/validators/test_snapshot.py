@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import rfc8785
 
-from ithaca.app import IthacaProject, init_project
+from ithaca.app import IthacaProject
 from ithaca.kernel import canon
 from ithaca.kernel.errors import Corrupt, InvalidInput, Refused
 from ithaca.validators import runtimes, snapshot
 from ithaca.validators.notebooks import NotebookService
-
-RUNTIME = {"name": "cpython", "version": "3.12.4 (main)"}
 
 GOLDEN = {
     "schema": "ithaca.validator-snapshot/1",
@@ -35,19 +31,7 @@ GOLDEN_BYTES = (
     b'"source":"from tb_validate import observed, pass_\\npass_(\'ok\')\\n","timeout_s":30}'
 )
 GOLDEN_DIGEST = "c26e2f4eb5518a0a312bad6959c4dbbf14f023c7336a526bf3a0f97dd86d412a"
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[IthacaProject]:
-    monkeypatch.setattr(runtimes, "measure", lambda language, settings: dict(RUNTIME))
-    opened, _ = init_project(tmp_path)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def notebooks(project: IthacaProject) -> NotebookService:
-    return NotebookService(project.project, project.store, project.config)
+pytestmark = pytest.mark.usefixtures("fixed_runtime")
 
 
 def build(project: IthacaProject, notebook_id: str, cell_id: str, **kwargs: Any) -> Any:
@@ -71,7 +55,7 @@ def test_golden_snapshot_has_fixed_canonical_bytes_and_digest() -> None:
 
 
 def test_build_freezes_the_latest_version_with_the_languages_manifests_sorted(
-    project: IthacaProject, notebooks: NotebookService
+    project: IthacaProject, notebooks: NotebookService, fixed_runtime: dict[str, str]
 ) -> None:
     nb = notebooks.create({"title": "Checks"})["notebookId"]
     cell = notebooks.add_cell({"notebookId": nb, "source": "print(1)\n"})["cellId"]
@@ -92,7 +76,7 @@ def test_build_freezes_the_latest_version_with_the_languages_manifests_sorted(
         "entrypoint": "validate.py",
         "source": "print(2)\n",
         "timeout_s": 30,
-        "runtime": RUNTIME,
+        "runtime": fixed_runtime,
         "manifests": [
             {"filename": "pyproject.toml", "source": "[project]\n"},
             {"filename": "requirements.txt", "source": "b==1\n"},

@@ -32,6 +32,8 @@ RESERVED_FILENAMES = frozenset(
 )
 FILENAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MODES = ("judge", "probe")
+# What a new version must change to be a new version.
+CONTENT_FIELDS = ("role", "language", "filename", "mode", "timeout_s", "source")
 
 
 def role_of(language: str, filename: str) -> str:
@@ -82,8 +84,7 @@ class CellVersion:
         return "markdown" if self.role == "markdown" else "code"
 
     def content(self) -> tuple[Any, ...]:
-        """What a new version must change to be a new version."""
-        return (self.role, self.language, self.filename, self.mode, self.timeout_s, self.source)
+        return tuple(getattr(self, name) for name in CONTENT_FIELDS)
 
     def view(self) -> dict[str, Any]:
         """The shape ``notebook get`` shows."""

@@ -118,8 +118,15 @@ def _timeout(pointer: str, value: Any) -> None:
         raise invalid_field(pointer, "OUT_OF_RANGE", "timeout_s is above 0, at most 3600")
 
 
-def _any_json(pointer: str, value: Any) -> None:
-    """Anything with a canonical JSON form (the size is checked by ``run_cell``)."""
+def _observed(pointer: str, value: Any) -> None:
+    """Anything with a canonical JSON form of at most 1 MiB (``OBSERVED_TOO_LARGE``)."""
+    size = len(runner.canonical_observed(value))
+    if size > MAX_OBSERVED_BYTES:
+        raise InvalidInput(
+            "OBSERVED_TOO_LARGE",
+            f"observed is {size} bytes of canonical JSON; the limit is {MAX_OBSERVED_BYTES}",
+            {"pointer": pointer, "problem": "TOO_LARGE", "size": size, "limit": MAX_OBSERVED_BYTES},
+        )
 
 
 # operation -> field -> (check, required)
@@ -152,7 +159,7 @@ FIELDS: dict[str, dict[str, tuple[_Check, bool]]] = {
     "run_cell": {
         "notebookId": (_text, True),
         "cellId": (_text, True),
-        "observed": (_any_json, True),
+        "observed": (_observed, True),
         "version": (_version, False),
     },
     "export": {"notebookId": (_text, True)},
@@ -339,14 +346,14 @@ class NotebookService:
         """Run a validator cell's fresh snapshot on ``observed`` (a dry run: nothing is
         stored, and the result carries the snapshot's own digest)."""
         given = checked("run_cell", arguments)
-        observed = given["observed"]
-        _check_observed(observed)
         settings = self.config["validators"]
         with self.store.read() as conn:
             built, _ = snapshot.build(
                 conn, given["notebookId"], given["cellId"], settings, version=given.get("version")
             )
-        return runner.run_snapshot(built, observed, settings, project_root=self.project.root)
+        return runner.run_snapshot(
+            built, given["observed"], settings, project_root=self.project.root
+        )
 
     def export(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The notebook as Markdown: ``{markdown}``."""
@@ -431,8 +438,7 @@ def _markdown_fields(source: str) -> dict[str, Any]:
 
 
 def _content(fields: dict[str, Any]) -> tuple[Any, ...]:
-    names = ("role", "language", "filename", "mode", "timeout_s", "source")
-    return tuple(fields[name] for name in names)
+    return tuple(fields[name] for name in cells.CONTENT_FIELDS)
 
 
 def _default_filename(language: str, existing: list[cells.CellVersion]) -> str:
@@ -492,21 +498,6 @@ def _store_version(
 def _cell_answer(stored: dict[str, Any]) -> dict[str, Any]:
     names = ("cellId", "version", "role", "language", "filename", "mode")
     return {name: stored[name] for name in names}
-
-
-def _check_observed(observed: Any) -> None:
-    """``observed`` has a canonical form of at most 1 MiB (``OBSERVED_TOO_LARGE``)."""
-    try:
-        size = len(canon.canonical(observed))
-    except InvalidInput as exc:
-        pointer = "/observed" + exc.details.get("pointer", "")
-        raise invalid_field(pointer, exc.details.get("problem", "INVALID_TYPE")) from exc
-    if size > MAX_OBSERVED_BYTES:
-        raise InvalidInput(
-            "OBSERVED_TOO_LARGE",
-            f"observed is {size} bytes of canonical JSON; the limit is {MAX_OBSERVED_BYTES}",
-            {"pointer": "/observed", "size": size, "limit": MAX_OBSERVED_BYTES},
-        )
 
 
 # --- export ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import signal
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +59,7 @@ def run_snapshot(
     come first in the result's list. Raises ``VALIDATOR_RUNTIME_MISSING``,
     ``VALIDATOR_ISOLATION_UNAVAILABLE`` and ``VALIDATOR_SPAWN_FAILED``."""
     encoded = encode_snapshot(snapshot)
-    observed_bytes = _canonical_observed(observed)
+    observed_bytes = canonical_observed(observed)
     language, mode = snapshot["language"], snapshot["mode"]
     if mode == "probe" and not project_root:
         raise invalid_field("/project_root", "REQUIRED", "a probe cell needs the project root")
@@ -142,7 +143,7 @@ def remove_stale_run_folders(max_age_s: float = 3600) -> int:
             info = os.lstat(path)
         except OSError:
             continue
-        if info.st_uid == os.getuid() and os.path.isdir(path) and info.st_mtime < cutoff:
+        if info.st_uid == os.getuid() and stat.S_ISDIR(info.st_mode) and info.st_mtime < cutoff:
             sandbox.remove_run_folder(path)
             removed += not os.path.lexists(path)
     return removed
@@ -182,12 +183,13 @@ def _result(
     return result
 
 
-def _canonical_observed(observed: Any) -> bytes:
+def canonical_observed(observed: Any) -> bytes:
+    """The bytes of ``observed.json``; a value without a canonical JSON form is refused
+    with its pointer under ``/observed``."""
     try:
         return canon.canonical(observed)
     except InvalidInput as exc:
-        pointer = "/observed" + exc.details.get("pointer", "")
-        raise invalid_field(pointer, exc.details.get("problem", "INVALID_JSON")) from exc
+        raise invalid_field("/observed" + exc.details["pointer"], exc.details["problem"]) from exc
 
 
 def _lay_out(folder: str, value: dict[str, Any], observed_bytes: bytes) -> str:

@@ -160,7 +160,9 @@ def _resolve(language: str, program: str, settings: dict[str, Any]) -> str:
 
 
 def _ask(program: str, arguments: tuple[str, ...], settings: dict[str, Any]) -> str | None:
-    """What ``program arguments`` prints when it exits 0, cached by path and mtime."""
+    """What ``program arguments`` prints when it exits 0, else None; cached by path and
+    mtime, except when the program could not be started or did not end in time (a busy
+    machine must not make a runtime missing for the rest of the process)."""
     path = search_path(settings)
     try:
         key = (program, os.stat(program).st_mtime_ns, path, arguments)
@@ -170,24 +172,19 @@ def _ask(program: str, arguments: tuple[str, ...], settings: dict[str, Any]) -> 
         if program == sys.executable and arguments[-1] == _PYTHON_VERSION:
             _answers[key] = f"{sys.implementation.name}\n{sys.version}"
         else:
-            _answers[key] = _run(program, arguments, path)
+            try:
+                done = subprocess.run(
+                    [program, *arguments],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=PROBE_TIMEOUT_S,
+                    env={"PATH": path},
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+            ok = done.returncode == 0
+            _answers[key] = done.stdout.decode("utf-8", "replace") if ok else None
     return _answers[key]
-
-
-def _run(program: str, arguments: tuple[str, ...], path: str) -> str | None:
-    try:
-        done = subprocess.run(
-            [program, *arguments],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=PROBE_TIMEOUT_S,
-            env={"PATH": path},
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.decode("utf-8", "replace")
 
 
 def _missing(language: str, message: str) -> Refused:

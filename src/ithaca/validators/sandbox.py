@@ -11,7 +11,7 @@ the runtime starts), else ``resource.prlimit`` right after the spawn, else none,
 reported. The process gets its own session (``start_new_session``, never ``preexec_fn``:
 the MCP server is threaded), so the whole group can be signalled: SIGTERM when the wall
 clock runs out, SIGKILL after the grace period, and SIGKILL again once the leader has
-ended to catch what it left behind.
+ended to catch what it left behind, or as soon as supervision itself fails.
 
 Being a namespace's init has two visible effects. Signals the validator sends itself, and
 a SIGTERM it does not trap, are ignored, so a timed-out validator usually ends with the
@@ -389,11 +389,13 @@ def _supervise(
                 else:
                     selector.unregister(key.fd)
     finally:
+        if ended_at is None:  # leaving early (an error, an interrupt): leave nothing running
+            _signal_group(process.pid, signal.SIGKILL)
+        waiter.join()
         selector.close()
         os.close(ended_r)
         process.stdout.close()
         process.stderr.close()
-    waiter.join()
     assert ended_at is not None
     exit_code, signalled, cpu_seconds = _status(reaped)
     process.returncode = -signalled if signalled else exit_code

@@ -88,7 +88,7 @@ def parse(data: bytes) -> Verdict | str:
     try:
         # Reason and evidence go into the evidence digest, so they need a canonical form.
         canon.canonical([reason, evidence])
-    except InvalidInput:
+    except (InvalidInput, RecursionError):
         return "bad_json"
     return Verdict(outcome == "pass", reason[:MAX_REASON_CHARS], evidence)
 
