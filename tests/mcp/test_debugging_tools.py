@@ -12,6 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ithaca.mcp.debugging import NOTEBOOK_SCHEMA, ULYSSES_SCHEMA
+
 PASSES_ON_ZERO = """\
 from tb_validate import observed, pass_, fail
 seen = observed()
@@ -109,18 +111,8 @@ def test_run_cell_is_a_dry_run(client, journal_length):
 
 
 OPERATIONS = {
-    "ulysses": [
-        "init",
-        "plan",
-        "outcome",
-        "bind_final_validator",
-        "reflect",
-        "note",
-        "status",
-        "resume",
-        "complete",
-    ],
-    "notebook": ["create", "add_cell", "update_cell", "get", "list", "run_cell", "export"],
+    "ulysses": ULYSSES_SCHEMA["properties"]["operation"]["enum"],
+    "notebook": NOTEBOOK_SCHEMA["properties"]["operation"]["enum"],
 }
 FIELDS = [
     "problem",

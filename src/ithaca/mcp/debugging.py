@@ -150,3 +150,16 @@ KNOWLEDGE_SCHEMA: dict[str, Any] = {
     "required": ["operation"],
     "additionalProperties": False,
 }
+
+# (tool, IthacaProject service attribute, title, description, schema)
+TOOLS: tuple[tuple[str, str, str, str, dict[str, Any]], ...] = (
+    ("notebook", "notebooks", "Validator notebooks", NOTEBOOK_DESCRIPTION, NOTEBOOK_SCHEMA),
+    ("ulysses", "ulysses", "Ulysses debugging protocol", ULYSSES_DESCRIPTION, ULYSSES_SCHEMA),
+    (
+        "knowledge",
+        "knowledge",
+        "Lessons from earlier debugging",
+        KNOWLEDGE_DESCRIPTION,
+        KNOWLEDGE_SCHEMA,
+    ),
+)

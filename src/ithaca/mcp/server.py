@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -161,29 +162,16 @@ def build_server(project_path: str) -> MCPServer:
             read_only=True,
             handler=lambda arguments: read_protocols(service, arguments),
         ),
-        _tool(
-            "notebook",
-            title="Validator notebooks",
-            description=debugging.NOTEBOOK_DESCRIPTION,
-            schema=debugging.NOTEBOOK_SCHEMA,
-            read_only=False,
-            handler=lambda arguments: _dispatch(project.notebooks, arguments),
-        ),
-        _tool(
-            "ulysses",
-            title="Ulysses debugging protocol",
-            description=debugging.ULYSSES_DESCRIPTION,
-            schema=debugging.ULYSSES_SCHEMA,
-            read_only=False,
-            handler=lambda arguments: _dispatch(project.ulysses, arguments),
-        ),
-        _tool(
-            "knowledge",
-            title="Lessons from earlier debugging",
-            description=debugging.KNOWLEDGE_DESCRIPTION,
-            schema=debugging.KNOWLEDGE_SCHEMA,
-            read_only=True,
-            handler=lambda arguments: _dispatch(project.knowledge, arguments),
+        *(
+            _tool(
+                name,
+                title=title,
+                description=description,
+                schema=schema,
+                read_only=name == "knowledge",
+                handler=partial(_dispatch, getattr(project, service_name)),
+            )
+            for name, service_name, title, description, schema in debugging.TOOLS
         ),
     ]
     return MCPServer(
