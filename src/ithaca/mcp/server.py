@@ -38,6 +38,7 @@ from ithaca.mcp.debugging import SESSION_PROPERTY
 from ithaca.mcp.errors import check_arguments, check_text, error_result
 from ithaca.protocols import tooling
 from ithaca.protocols.service import SELECTOR_ARGUMENTS, ProtocolsService
+from ithaca.validators.runner import remove_stale_run_folders
 
 INSTRUCTIONS = (
     "Ithaca holds this project's protocols: rules stored outside your context that bind "
@@ -134,9 +135,7 @@ def build_server(project_path: str) -> MCPServer:
     """An MCP server for the project at ``project_path``, opened (and migrated) now."""
     project = open_project(project_path)
     service = project.protocols
-    from ithaca.validators.runner import remove_stale_run_folders
-
-    remove_stale_run_folders()
+    remove_stale_run_folders()  # left behind by a server that was killed mid-run
 
     @asynccontextmanager
     async def close_project_when_done(_server: MCPServer) -> AsyncIterator[None]:
