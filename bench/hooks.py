@@ -2,18 +2,19 @@
 
 Claude Code starts a fresh hook process for every prompt and every tool call, so what
 the user waits for is interpreter start-up plus imports plus one store visit. The hooks
-are timed as ``ithaca install claude`` writes them (the interpreter with ``-S`` and only
+are timed as ``ithaca install claude`` writes them (the interpreter with ``-S -P`` and only
 Ithaca's folder on the path); the ``ithaca-hook`` console script, which goes through
-``site``, is timed beside them for comparison.
+``site`` and the interpreter's full tear-down, is timed beside them for comparison.
 The target (protocols reference §12) is a median of at most 2x a bare ``python -c pass``
 started by the same interpreter binary. Runs alternate baseline / UserPromptSubmit /
-baseline / PreToolUse so that background load hits all three alike.
+baseline / PreToolUse so that background load hits all three alike. PreToolUse is timed
+on an ``Edit`` and on a mutating ``Bash`` line, which also runs the shell parser.
 
 The project holds the base set plus 50 user records, and a user ``config.toml``
 (``user_id``) and a tracked one (``project_id``, ``client_id``) as a team would have, so
 records selecting on those keys match. PreToolUse runs on a session whose
-event is admitted and whose bundle is loaded, so an Edit takes the normal allow path
-(bundle check, constraints, decision journaled). UserPromptSubmit runs on a second
+event is admitted and whose bundle is loaded, so an Edit or a Bash line takes the normal
+allow path (bundle check, constraints, decision journaled). UserPromptSubmit runs on a second
 session, so its admissions never unload the first session's bundle. As in a Claude Code
 session, where the MCP server keeps its store connection open, one connection stays open
 while the hooks are timed; without it each hook is the database's last connection and
@@ -47,9 +48,12 @@ EXPECTED: dict[str, Callable[[str], bool]] = {
     "baseline": lambda answer: answer == "",
     "UserPromptSubmit": lambda answer: "admitted this prompt as event" in answer,
     "PreToolUse": lambda answer: answer.strip() == "",
+    "PreToolUse (Bash)": lambda answer: answer.strip() == "",
     "PreToolUse (script)": lambda answer: answer.strip() == "",
 }
-FLOOR_IMPORTS = "import json, sqlite3"
+BASH_LINE = "python -m pytest -q tests && git add -A && git status --short"
+# What every hook process needs: the paths, the JSON accelerator, SQLite.
+FLOOR_IMPORTS = "import os, _json, _sqlite3"
 # Times one hook's phases inside its own process (see _print_phases).
 PHASES = """
 import sys, time
@@ -75,7 +79,7 @@ def main() -> int:
     runs = 15 if args.quick else 60
     hook = BIN / "ithaca-hook"
     with scratch() as root:
-        prompt_input, tool_input = _prepare(root, hook)
+        prompt_input, tool_input, bash_input = _prepare(root, hook)
         server_side = None if args.alone else open_project(root / "project")
         if server_side is not None:
             server_side.store.connection()  # what the MCP server holds during a session
@@ -83,6 +87,7 @@ def main() -> int:
             "baseline": ([sys.executable, "-c", "pass"], b""),
             "UserPromptSubmit": (_installed("UserPromptSubmit"), prompt_input),
             "PreToolUse": (_installed("PreToolUse"), tool_input),
+            "PreToolUse (Bash)": (_installed("PreToolUse"), bash_input),
             "PreToolUse (script)": ([str(hook), "claude", "PreToolUse"], tool_input),
         }
         for name in commands:  # warm the page cache, the bytecode cache and the store
@@ -92,7 +97,7 @@ def main() -> int:
         unexpected = 0
         for _ in range(runs):
             order = ("baseline", "UserPromptSubmit", "baseline", "PreToolUse")
-            for name in (*order, "PreToolUse (script)"):
+            for name in (*order, "PreToolUse (Bash)", "PreToolUse (script)"):
                 elapsed, answer = _run(*commands[name])
                 timings[name].append(elapsed)
                 unexpected += not EXPECTED[name](answer)
@@ -117,8 +122,9 @@ def _installed(event: str) -> list[str]:
     return shlex.split(hook_command(event))
 
 
-def _prepare(root: Path, hook: Path) -> tuple[bytes, bytes]:
-    """Set up the project and both sessions; returns the two hooks' stdin."""
+def _prepare(root: Path, hook: Path) -> tuple[bytes, bytes, bytes]:
+    """Set up the project and both sessions; returns the stdin of the prompt, the Edit and
+    the Bash call."""
     project = new_project(root)
     project_dir = root / "project"
     service = project.protocols
@@ -140,29 +146,38 @@ def _prepare(root: Path, hook: Path) -> tuple[bytes, bytes]:
     if found is None or not EXPECTED["UserPromptSubmit"](answer):
         raise SystemExit(f"UserPromptSubmit did not admit the prompt: {answer!r}")
     loaded = service.load_protocols({"eventId": found.group(0)})
-    tool_input = json.dumps(
+
+    def tool(name: str, arguments: dict[str, str]) -> bytes:
+        return json.dumps(
+            {
+                "session_id": TOOL_SESSION,
+                "cwd": str(project_dir),
+                "hook_event_name": "PreToolUse",
+                "tool_name": name,
+                "tool_input": arguments,
+            }
+        ).encode()
+
+    tool_input = tool(
+        "Edit",
         {
-            "session_id": TOOL_SESSION,
-            "cwd": str(project_dir),
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Edit",
-            "tool_input": {
-                "file_path": str(project_dir / "src" / "app.py"),
-                "old_string": "return 1",
-                "new_string": "return 2",
-            },
-        }
-    ).encode()
-    answer = _check_output(hook, "PreToolUse", tool_input)
-    if not EXPECTED["PreToolUse"](answer):
-        raise SystemExit(f"PreToolUse did not allow the Edit: {answer!r}")
+            "file_path": str(project_dir / "src" / "app.py"),
+            "old_string": "return 1",
+            "new_string": "return 2",
+        },
+    )
+    bash_input = tool("Bash", {"command": BASH_LINE})
+    for name, stdin in (("Edit", tool_input), ("Bash", bash_input)):
+        answer = _check_output(hook, "PreToolUse", stdin)
+        if not EXPECTED["PreToolUse"](answer):
+            raise SystemExit(f"PreToolUse did not allow the {name} call: {answer!r}")
     count = len(service.list_protocols())
     project.close()
     print(
         f"setup: {count} stored protocols ({USER_RECORDS} user), bundle of"
         f" {len(loaded['protocols'])} loaded for the PreToolUse session"
     )
-    return prompt(PROMPT_SESSION), tool_input
+    return prompt(PROMPT_SESSION), tool_input, bash_input
 
 
 def _check_output(hook: Path, event: str, stdin: bytes) -> str:
@@ -189,7 +204,7 @@ def _report(timings: dict[str, list[float]], runs: int) -> None:
     for name, values in timings.items():
         median = statistics.median(values)
         line = f"{name:22}{median:10.1f}{percentile(values, 90):9.1f}{median / base:8.2f}"
-        if name in ("UserPromptSubmit", "PreToolUse"):
+        if name in ("UserPromptSubmit", "PreToolUse", "PreToolUse (Bash)"):
             line += f"   target <= {TARGET_RATIO:.1f}x  {verdict(median / base <= TARGET_RATIO)}"
         print(line)
 
@@ -215,16 +230,16 @@ def _print_imports(event: str, command: list[str], stdin: bytes, top: int = 15) 
 
 def _print_floor(runs: int) -> None:
     """How close to the baseline any hook can get: a process started like the installed
-    hooks (``-S``) that only imports what every hook needs (the host's JSON, the store)."""
+    hooks (``-S -P``) that only imports what every hook needs (the host's JSON, the store)."""
     bare = [sys.executable, "-c", "pass"]
-    floor = [sys.executable, "-S", "-c", FLOOR_IMPORTS]
+    floor = [sys.executable, "-S", "-P", "-c", FLOOR_IMPORTS]
     timings: dict[str, list[float]] = {"bare": [], "floor": []}
     for _ in range(runs):
         timings["bare"].append(_run(bare, b"")[0])
         timings["floor"].append(_run(floor, b"")[0])
     bare_ms, floor_ms = (statistics.median(values) for values in timings.values())
     print(
-        f'\nfloor: `python -S -c "{FLOOR_IMPORTS}"` median {floor_ms:.1f} ms,'
+        f'\nfloor: `python -S -P -c "{FLOOR_IMPORTS}"` median {floor_ms:.1f} ms,'
         f" {floor_ms / bare_ms:.2f}x a bare interpreter ({bare_ms:.1f} ms, {runs} runs each)"
     )
 

@@ -117,6 +117,74 @@ def test_the_installed_hook_command_answers_without_site_packages(project_dir):
     assert "no admitted prompt" in answer["permissionDecisionReason"]
 
 
+def test_the_installed_hook_command_reports_unreadable_input_with_exit_code_2(project_dir):
+    from ithaca.hosts.install_claude import hook_command
+
+    done = subprocess.run(
+        hook_command("PreToolUse"),
+        shell=True,
+        input="{not json",
+        capture_output=True,
+        text=True,
+        cwd=project_dir,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "the hook input could not be read" in done.stderr
+
+
+def test_a_module_file_in_the_project_folder_cannot_stand_in_for_a_standard_one(project_dir):
+    from ithaca.hosts.install_claude import hook_command
+
+    for name in ("_json", "_sqlite3", "math"):
+        (project_dir / f"{name}.py").write_text("raise SystemExit('shadowed')\n")
+    done = subprocess.run(
+        hook_command("PreToolUse"),
+        shell=True,
+        input=_edit(project_dir),
+        capture_output=True,
+        text=True,
+        cwd=project_dir,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_configured_read_only_commands_make_a_shell_call_read_only(project_dir):
+    # With no admitted prompt the strict protocols gate denies mutating calls only.
+    bash = json.dumps(
+        {
+            "session_id": "s",
+            "cwd": str(project_dir),
+            "tool_name": "Bash",
+            "tool_input": {"command": "mytool x | grep y"},
+        }
+    )
+    out, _ = dispatch.run("claude", "PreToolUse", bash)
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+    config = project_dir / ".ithaca" / "config.toml"
+    config.write_text('[ulysses]\nread_only_commands = ["mytool"]\n', encoding="utf-8")
+    assert dispatch.run("claude", "PreToolUse", bash) == ("", 0)
+
+
+def test_tests_count_as_mutating_when_the_config_says_so(project_dir):
+    bash = json.dumps(
+        {
+            "session_id": "s",
+            "cwd": str(project_dir),
+            "tool_name": "Bash",
+            "tool_input": {"command": "pytest -q"},
+        }
+    )
+    assert dispatch.run("claude", "PreToolUse", bash) == ("", 0)
+
+    config = project_dir / ".ithaca" / "config.toml"
+    config.write_text("[ulysses]\ntests_are_read_only = false\n", encoding="utf-8")
+    out, _ = dispatch.run("claude", "PreToolUse", bash)
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
 def test_an_unreadable_store_denies_mutations_but_lets_reads_through(project_dir):
     (project_dir / ".ithaca" / ".runtime" / "state.db").write_bytes(b"not a database" * 100)
     out, _ = dispatch.run("claude", "PreToolUse", _edit(project_dir))

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 import pkgutil
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ithaca
+from ithaca import open_project
+from ithaca.hosts.install_claude import hook_command
 
 HEAVY = ("pydantic", "mcp", "click", "rich", "typer", "httpx", "starlette", "anyio", "rfc8785")
+# Standard modules that each cost milliseconds of every hook call on a slow machine: ``re``
+# (with ``enum`` and its compiler) through ``json``, ``shlex`` and ``fnmatch``; ``datetime``
+# through the ``sqlite3`` package; ``importlib``. Hooks use ``_json``, ``_sqlite3`` and
+# string methods instead.
+SLOW = ("json", "re", "enum", "sqlite3", "datetime", "shlex", "fnmatch", "importlib")
 
 
 def _hook_modules() -> list[str]:
@@ -56,3 +66,73 @@ def test_hook_modules_do_not_import_dataclasses_or_typing():
     loaded = _loaded_after("\n".join(f"import {name}" for name in _hook_modules()))
     assert "dataclasses" not in loaded
     assert "typing" not in loaded
+
+
+def _imported_by_the_installed_hook(event: str, payload: dict[str, object]) -> set[str]:
+    """Every module the hook process ``ithaca install`` writes imports for one call."""
+    python, *rest = shlex.split(hook_command(event))
+    done = subprocess.run(
+        [python, "-X", "importtime", *rest],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "imported package" not in line
+    }
+
+
+@pytest.fixture
+def governed_project(project_dir: Path) -> Path:
+    """A project whose bundle has command and path rules, with a prompt admitted and its
+    protocols loaded, so that tool calls take the normal path through every gate."""
+    project = open_project(project_dir)
+    for protocol_id, constraint in (
+        ("team.no-force-push", {"kind": "deny_command", "commands": ["git push --force"]}),
+        ("team.secrets", {"kind": "deny_path", "paths": ["secrets/**", "*.key"]}),
+    ):
+        project.protocols.create_protocol(
+            {
+                "id": protocol_id,
+                "name": protocol_id,
+                "description": "A rule that applies to every call.",
+                "priority": 0,
+                "selector": {},
+                "rules": ["Follow the rule."],
+                "constraints": [constraint],
+            },
+            actor="user",
+        )
+    answer = json.loads(
+        subprocess.run(
+            shlex.split(hook_command("UserPromptSubmit")),
+            input=json.dumps({"session_id": "s1", "cwd": str(project_dir), "prompt": "Go."}),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    event_id = context.split("as event ", 1)[1].split(" ", 1)[0]
+    project.protocols.load_protocols({"eventId": event_id})
+    project.close()
+    return project_dir
+
+
+@pytest.mark.parametrize(
+    ("event", "tool"),
+    [
+        ("UserPromptSubmit", None),
+        ("PreToolUse", {"tool_name": "Edit", "tool_input": {"file_path": "src/app.py"}}),
+        ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git status && ls"}}),
+    ],
+)
+def test_a_hook_call_imports_none_of_the_slow_standard_modules(governed_project, event, tool):
+    payload = {"session_id": "s1", "cwd": str(governed_project), "prompt": "Go on.", **(tool or {})}
+    imported = _imported_by_the_installed_hook(event, payload)
+    assert "ithaca.hosts.dispatch" in imported
+    assert imported.isdisjoint(SLOW), sorted(imported & set(SLOW))
+    assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))

@@ -458,8 +458,8 @@ def test_hook_command_quotes_an_interpreter_folder_with_spaces(
 
     words = shlex.split(hook_command("Stop"))
 
-    assert words[:3] == [str(folder / "python"), "-S", "-c"]
-    assert words[4:] == ["claude", "Stop"]
+    assert words[:4] == [str(folder / "python"), "-S", "-P", "-c"]
+    assert words[5:] == ["claude", "Stop"]
 
 
 json_values = st.recursive(

@@ -123,6 +123,12 @@ def test_tests_are_read_only_can_be_turned_off(project):
     assert bash(project, "pytest -q", tests_are_read_only=False).mutating
 
 
+def test_extra_read_only_commands_are_read_only_but_do_not_hide_writes(project):
+    assert bash(project, "mytool x").mutating
+    assert not bash(project, "mytool x | head", read_only_commands=("mytool",)).mutating
+    assert bash(project, "mytool x > out", read_only_commands=("mytool",)).mutating
+
+
 def test_a_codex_argv_is_joined_for_the_parser(project):
     result = call(project, "shell", {"command": ["rm", "-rf", "my dir"]})
     assert [item.argv for item in result.commands] == [("rm", "-rf", "my dir")]

@@ -60,3 +60,21 @@ def test_derived_ids_agree_for_the_same_seed_and_differ_for_another():
     assert re.fullmatch(f"apr_{CROCKFORD_CHAR}{{8}}", first)
     assert ids.derived("apr", "session\naction\n0") == first
     assert ids.derived("apr", "session\naction\n1") != first
+
+
+@given(st.text(alphabet="aZ09_-é\n. ", max_size=205) | st.text(max_size=3))
+def test_session_ids_are_checked_as_their_pattern_says(value: str) -> None:
+    expected = re.fullmatch(r"[A-Za-z0-9_-]{1,200}", value) is not None
+
+    assert ids.is_session_id(value) is expected
+
+
+@given(
+    st.sampled_from(["evt", "apr", "ev"]),
+    st.text(alphabet="0AHJZILOUaz_\n", min_size=24, max_size=28),
+)
+def test_ids_are_matched_as_their_pattern_says(prefix: str, tail: str) -> None:
+    value = f"evt_{tail}"
+
+    expected = re.fullmatch(f"{prefix}_{CROCKFORD_CHAR}{{26}}", value) is not None
+    assert ids.matches(prefix, value) is expected

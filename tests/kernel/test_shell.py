@@ -1,9 +1,11 @@
+import re
 import shlex
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ithaca.kernel import shell
 from ithaca.kernel.shell import (
     MAX_DEPTH,
     is_read_only,
@@ -537,3 +539,32 @@ def test_quoted_arguments_are_data_whatever_they_contain(words):
     parsed = parse(shlex.join(["echo", *words]))
     assert [item.argv for item in parsed.commands] == [("echo", *words)]
     assert is_read_only(parsed)
+
+
+# ---- the scanner's helpers agree with the patterns they stand for -------------------------
+
+WORD_PIECES = ["python", "pypy", "py", "3", ".", "11", "٣", "²", "x", "-", "$", ",", "p", "=", "+"]
+
+
+@pytest.mark.parametrize(
+    ("helper", "pattern", "whole", "alphabet"),
+    [
+        (shell._is_assignment, r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=", False, "aZ_0[]+=x "),
+        (shell._is_fd_duplicate, r"\d*-?", True, "01٣²-x"),
+        (shell._is_python, r"(?:python|pypy)(?:\d+(?:\.\d+)*)?", True, None),
+        (shell._is_option_mode, r"-[rwxXst]+", True, "-rwxXstu+"),
+        (shell._is_sed_print, r"(?:\d+|\$)(?:,(?:\d+|\$))?p", True, None),
+        (shell._git_branch_flags, r"-[alrvi]+", True, "-alrvix"),
+        (shell._git_tag_flags, r"-(?:[li]+|n\d*)", True, "-lin1٣x"),
+    ],
+)
+@given(data=st.data())
+def test_each_scanner_helper_accepts_exactly_what_its_pattern_does(
+    helper, pattern, whole, alphabet, data
+):
+    if alphabet is None:
+        word = "".join(data.draw(st.lists(st.sampled_from(WORD_PIECES), max_size=5)))
+    else:
+        word = data.draw(st.text(alphabet=alphabet, max_size=8))
+    found = re.fullmatch(pattern, word) if whole else re.match(pattern, word)
+    assert helper(word) is (found is not None)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-import types
 import uuid
 
 import pytest
@@ -80,10 +78,10 @@ def ulysses_state(monkeypatch):
             raise control["value"]
         return control["value"]
 
-    fake = types.ModuleType("ithaca.ulysses.gate")
-    fake.is_active = is_active
-    fake.is_step_active = is_active
-    monkeypatch.setitem(sys.modules, "ithaca.ulysses.gate", fake)
+    from ithaca.ulysses import gate
+
+    monkeypatch.setattr(gate, "is_active", is_active)
+    monkeypatch.setattr(gate, "is_step_active", is_active)
     return control
 
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput, Refused
@@ -500,3 +503,34 @@ def test_spelling_out_a_default_does_not_change_the_hash() -> None:
 
 def test_unknown_field_pointer_escapes_slashes_and_tildes() -> None:
     rejected(record(**{"a/b~c": 1}), "UNKNOWN_FIELD", "/a~1b~0c")
+
+
+# --- identifier checks agree with the reference's patterns ------------------------------
+
+
+def accepted(raw: dict[str, Any]) -> bool:
+    try:
+        validate(raw)
+    except InvalidInput:
+        return False
+    except Refused:  # the reserved namespace: the pattern itself was fine
+        return True
+    return True
+
+
+@given(st.text(alphabet="az09-.A_é", max_size=12))
+def test_ids_are_accepted_exactly_as_their_pattern_says(value: str) -> None:
+    pattern = r"[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+"
+    assert accepted(record(id=value)) is (re.fullmatch(pattern, value) is not None)
+
+
+@given(st.text(alphabet="az09._-A é", max_size=34))
+def test_tags_are_accepted_exactly_as_their_pattern_says(value: str) -> None:
+    pattern = r"[a-z0-9][a-z0-9._-]{0,31}"
+    assert accepted(record(tags=[value])) is (re.fullmatch(pattern, value) is not None)
+
+
+@given(st.text(alphabet="a \x00\x1f\x7f\x9f\xa0\u2028", min_size=1, max_size=6))
+def test_selector_values_with_control_characters_are_refused(value: str) -> None:
+    control = re.search(r"[\x00-\x1f\x7f-\x9f]", value) is not None
+    assert accepted(record(selector={"task": value})) is not control

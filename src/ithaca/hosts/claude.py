@@ -9,8 +9,7 @@ ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop us
 
 from __future__ import annotations
 
-import json
-
+from ithaca.kernel import lightjson
 from ithaca.kernel.gates import Opinion
 
 TYPE_CHECKING = False
@@ -67,4 +66,4 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
         answer["hookSpecificOutput"]["additionalContext"] = final.context
     if final.system_message:
         answer["systemMessage"] = final.system_message
-    return (json.dumps(answer) if answer else ""), 0
+    return (lightjson.dumps(answer) if answer else ""), 0

@@ -16,15 +16,12 @@ abstains. Hook processes import only the standard library and Ithaca's light mod
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
-from importlib import import_module
-from types import ModuleType
+import sys
 
-from ithaca.kernel import clock, config, ids, markers
+from ithaca.kernel import clock, config, ids, lightjson, markers
 from ithaca.kernel.call import Call
-from ithaca.kernel.connection import connect, write_transaction
+from ithaca.kernel.connection import connect, sqlite, write_transaction
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext, Opinion, combine
 from ithaca.kernel.migrations import LATEST_VERSION
@@ -32,6 +29,8 @@ from ithaca.kernel.project import Project, find_project
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
+    from types import ModuleType
     from typing import Any
 
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
@@ -42,7 +41,7 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
     """Handle one hook call; returns (stdout, exit code)."""
     adapter = _adapter(host)
     try:
-        payload = json.loads(stdin_text) if stdin_text.strip() else {}
+        payload = lightjson.loads(stdin_text) if stdin_text.strip() else {}
         if not isinstance(payload, dict):
             raise ValueError("hook input is not a JSON object")
     except ValueError as exc:
@@ -87,7 +86,12 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
 
 
 def _adapter(host: str) -> ModuleType:
-    return import_module(_HOST_ADAPTERS[host])
+    return _module(_HOST_ADAPTERS[host])
+
+
+def _module(name: str) -> ModuleType:
+    __import__(name)  # importlib.import_module, without importing importlib
+    return sys.modules[name]
 
 
 def _config(project: Project) -> tuple[dict[str, Any], IthacaError | None]:
@@ -132,6 +136,8 @@ def _classify(
         server_name=settings["protocols"]["mcp_server_name"],
         session_id=session_id,
         agent_id=agent_id if isinstance(agent_id, str) else None,
+        tests_are_read_only=settings["ulysses"]["tests_are_read_only"],
+        read_only_commands=tuple(settings["ulysses"]["read_only_commands"]),
     )
 
 
@@ -147,7 +153,7 @@ def _parse_prompt(ctx: GateContext) -> None:
 def _gates(event: str) -> list[tuple[str, ModuleType]]:
     from ithaca.hosts.gates import GATES
 
-    return [(name, import_module(name)) for name, events in GATES if event in events]
+    return [(name, _module(name)) for name, events in GATES if event in events]
 
 
 def _decide(ctx: GateContext, call: Call | None, config_error: IthacaError | None) -> Opinion:
@@ -167,7 +173,7 @@ def _decide(ctx: GateContext, call: Call | None, config_error: IthacaError | Non
     for name, gate in _gates(ctx.event):
         try:
             opinion = gate.decide(call, ctx)
-        except (IthacaError, sqlite3.Error, OSError, KeyError, ValueError, TypeError) as exc:
+        except (IthacaError, sqlite.Error, OSError, KeyError, ValueError, TypeError) as exc:
             code = getattr(exc, "code", type(exc).__name__)
             opinion = _failure(ctx.event, code, str(exc), ctx.payload, call)
         opinion.gate = opinion.gate or name.split(".")[1]
@@ -189,7 +195,7 @@ def _commit(ctx: GateContext, call: Call | None, final: Opinion) -> Opinion:
                 commit = getattr(gate, "commit", None)
                 if commit is not None:
                     overruled.append(commit(call, final, ctx))
-    except (IthacaError, sqlite3.Error, OSError) as exc:
+    except (IthacaError, sqlite.Error, OSError) as exc:
         code = getattr(exc, "code", type(exc).__name__)
         failed = _failure(ctx.event, code, str(exc), ctx.payload, call)
         return failed if failed.effect in ("deny", "block") else final

@@ -84,17 +84,19 @@ def hook_command(event: str) -> str:
     It starts this interpreter with ``-S`` and puts only Ithaca's own folder on the path:
     a hook needs nothing else from site-packages, and skipping ``site`` (with the ``.pth``
     files a virtual environment accumulates) saves a noticeable share of every tool call.
-    The same entry point is available as the ``ithaca-hook`` console script.
+    ``-P`` keeps the project folder the hook runs in off the path, so a file there cannot
+    stand in for a standard module. The same entry point is available as the
+    ``ithaca-hook`` console script.
     """
     import ithaca
 
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(ithaca.__file__)))
     bootstrap = (
         f"import sys; sys.path.insert(0, {json.dumps(package_root)}); "
-        "from ithaca.hosts.main import main; sys.exit(main())"
+        "from ithaca.hosts.main import run; run()"
     )
     python = os.path.abspath(sys.executable)
-    return shlex.join([python, "-S", "-c", bootstrap, HOST, event])
+    return shlex.join([python, "-S", "-P", "-c", bootstrap, HOST, event])
 
 
 def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
 from ithaca.kernel.errors import Refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TextIO
 
 AGENT_ENVIRONMENT = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_THREAD_ID", "CODEX_SANDBOX")

@@ -12,10 +12,10 @@ reader could not hold them exactly.
 
 from __future__ import annotations
 
-import json
 import math
 
 from ithaca.kernel.errors import InvalidInput
+from ithaca.kernel.lightjson import encode_basestring
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
-_escape_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_escape_string = encode_basestring
 
 # CPython's own SHA-256 module, as ``hashlib`` falls back to it: loading OpenSSL through
 # ``hashlib`` is one of the larger costs of a hook process, and digests here are small.

@@ -9,19 +9,18 @@ mixes in any other command, stays class ``shell`` and is judged as a whole.
 Write targets are reported relative to the project root so that path rules and the
 ``.ithaca/`` guard compare like with like; the action digest uses the same relative
 form, so an approval survives a change of checkout location but not of command or cwd.
-This runs on every hook call: stdlib only, no per-call regex compilation.
+This runs on every hook call: stdlib only, the shell parser loaded only for shell calls,
+and ``re`` only for the rare patch tools.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
-from fnmatch import fnmatchcase
 
-from ithaca.kernel import canon, shell
+from ithaca.kernel import canon
 from ithaca.kernel.authority import command_kind
 from ithaca.kernel.call import Call
+from ithaca.kernel.globmatch import fnmatchcase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,9 +50,8 @@ TOOL_CLASS_TABLE = {
     "WebSearch": "web",
 }
 
-_PATCH_HEADER = re.compile(
-    r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)[ \t\r]*$", re.MULTILINE
-)
+# The file lines of an ``apply_patch`` body; compiled on first use (``re`` caches it).
+_PATCH_HEADER = r"(?m)^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)[ \t\r]*$"
 _PATCH_PROGRAMS = frozenset({"apply_patch", "applypatch"})
 _PATH_KEYS = ("file_path", "notebook_path", "path")
 _LITERAL_MARKERS = frozenset("*?[$`")
@@ -81,13 +79,20 @@ def classify(
     session_id: str | None = None,
     agent_id: str | None = None,
     tests_are_read_only: bool = True,
+    read_only_commands: tuple[str, ...] = (),
 ) -> Call:
-    """Class, mutating, parsed commands, write targets and action digest of one call."""
+    """Class, mutating, parsed commands, write targets and action digest of one call.
+
+    ``read_only_commands`` are program names a shell call may run without counting as
+    mutating, on top of the built-in list (``[ulysses] read_only_commands``).
+    """
     root = os.path.realpath(project_root)
     base = _working_directory(cwd, tool_input)
     klass = tool_class(tool_name, server_name)
     if klass == "shell":
-        fields = _shell_fields(tool_name, tool_input, base, root, tests_are_read_only)
+        fields = _shell_fields(
+            tool_name, tool_input, base, root, tests_are_read_only, read_only_commands
+        )
     else:
         fields = _tool_fields(klass, tool_name, tool_input, base, root, read_only_tools)
     return Call(
@@ -132,7 +137,10 @@ def _shell_fields(
     base: str,
     root: str,
     tests_are_read_only: bool,
+    read_only_commands: tuple[str, ...],
 ) -> dict[str, Any]:
+    from ithaca.kernel import shell
+
     command = _command_text(tool_input)
     if command is None:
         parsed = shell.ParsedShell((), unparseable=True, reason="no command string")
@@ -152,13 +160,15 @@ def _shell_fields(
     )
     targets = list(shell.write_targets(parsed))
     if command is not None and any(item.program in _PATCH_PROGRAMS for item in parsed.commands):
-        targets.extend(_PATCH_HEADER.findall(command))
+        targets.extend(_patch_targets(command))
     cwd = _relative(os.path.realpath(base), root)
     digest_command = command if command is not None else tool_input.get("command")
     return {
         "tool_class": "ithaca" if only_ithaca else "shell",
         "mutating": not only_ithaca
-        and not shell.is_read_only(parsed, tests_are_read_only=tests_are_read_only),
+        and not shell.is_read_only(
+            parsed, tests_are_read_only=tests_are_read_only, extra_read_only=read_only_commands
+        ),
         "commands": parsed.commands,
         "write_targets": _resolve_all(targets, base, root),
         "unparseable": parsed.unparseable,
@@ -177,8 +187,14 @@ def _command_text(tool_input: dict[str, Any]) -> str | None:
     if isinstance(command, str):
         return command
     if isinstance(command, list) and command and all(isinstance(arg, str) for arg in command):
+        from ithaca.kernel import shell
+
         body = shell.shell_c_body(command)
-        return body if body is not None else shlex.join(command)
+        if body is not None:
+            return body
+        import shlex  # argv commands come from Codex only
+
+        return shlex.join(command)
     return None
 
 
@@ -201,8 +217,16 @@ def _edit_targets(tool_input: dict[str, Any]) -> list[str]:
     if not isinstance(patch, str) and isinstance(command, list) and command:
         patch = command[-1]
     if isinstance(patch, str):
-        targets.extend(_PATCH_HEADER.findall(patch))
+        targets.extend(_patch_targets(patch))
     return targets
+
+
+def _patch_targets(patch: str) -> list[str]:
+    if "*** " not in patch:
+        return []
+    import re
+
+    return re.findall(_PATCH_HEADER, patch)
 
 
 def _project_relative_input(tool_input: dict[str, Any], base: str, root: str) -> dict[str, Any]:

@@ -8,14 +8,15 @@ rule. Keys that choose an executable are honoured only from the user or local fi
 Hooks load the configuration on every call, and ``tomllib`` (with the ``typing`` module it
 pulls in) is the largest import they would pay for. So the merged, validated result is
 kept in ``.ithaca/.runtime/config.json`` keyed by each file's size and modification time,
-and TOML is parsed only when a file changed.
+and TOML is parsed only when a file changed. The cache is read with the hook path's
+JSON reader, which does not import ``json`` (and its ``re``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 
+from ithaca.kernel import lightjson
 from ithaca.kernel.errors import InvalidInput, IthacaError
 from ithaca.kernel.markers import is_name
 
@@ -208,7 +209,7 @@ def _cached(cache_path: str | None, key: list[list[Any]]) -> dict[str, Any] | No
         return None
     try:
         with open(cache_path, encoding="utf-8") as handle:
-            stored = json.load(handle)
+            stored = lightjson.loads(handle.read())
     except (OSError, ValueError):
         return None
     if not isinstance(stored, dict) or stored.get("key") != key:
@@ -223,7 +224,7 @@ def _remember(cache_path: str, key: list[list[Any]], config: dict[str, Any]) -> 
 
     folder, name = os.path.split(cache_path)
     try:
-        write_atomic(folder, name, json.dumps({"key": key, "config": config}))
+        write_atomic(folder, name, lightjson.dumps({"key": key, "config": config}))
     except (OSError, IthacaError):
         return
 

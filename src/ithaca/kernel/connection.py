@@ -3,13 +3,17 @@
 Every connection gets WAL, a busy timeout, foreign keys and ``synchronous=NORMAL``;
 every write starts with ``BEGIN IMMEDIATE`` (a deferred transaction that reads and then
 writes fails at once with ``SQLITE_BUSY_SNAPSHOT`` whatever the timeout). Hooks use this
-module directly, so it imports nothing beyond ``sqlite3`` and ``time``: no threading, no
+module directly, so it imports nothing beyond SQLite and ``time``: no threading, no
 contextlib.
+
+SQLite is reached through ``_sqlite3``, the C module the ``sqlite3`` package wraps: the
+same ``connect``, ``Connection`` and exception classes, without the package's
+``datetime`` import and adapter set-up, which a hook would pay on every call. Modules on
+the hook path name the exception classes through ``sqlite`` here, never ``sqlite3``.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 from ithaca.kernel.errors import Conflict, Corrupt
@@ -17,6 +21,15 @@ from ithaca.kernel.errors import Conflict, Corrupt
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
+    import sqlite3
+    import sqlite3 as sqlite
+else:
+    try:
+        import _sqlite3 as sqlite
+    except ImportError:  # pragma: no cover - built together with the package
+        import sqlite3 as sqlite
+    if not hasattr(sqlite, "connect"):  # pragma: no cover - a release that moved it
+        import sqlite3 as sqlite
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -25,11 +38,11 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> sqlite3.
     """A connection with Ithaca's pragmas; autocommit so transactions are explicit."""
     try:
         if readonly:
-            conn = sqlite3.connect(
+            conn = sqlite.connect(
                 f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
             )
         else:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn = sqlite.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if readonly:
             conn.execute("PRAGMA query_only = ON")
@@ -37,7 +50,7 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> sqlite3.
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as exc:
+    except sqlite.DatabaseError as exc:
         raise Corrupt(
             "STATE_UNREADABLE", f"cannot open {path}: {exc}", {"path": str(path)}
         ) from exc
@@ -60,7 +73,7 @@ class write_transaction:  # noqa: N801 - used like the context manager function 
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 return self.conn
-            except sqlite3.OperationalError as exc:
+            except sqlite.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
                 if time.monotonic() >= deadline:

@@ -11,12 +11,12 @@ The protocol ``ithaca.state-off-limits`` tells the agent the rule; this module e
 from __future__ import annotations
 
 import os
-from fnmatch import fnmatch
 
 from ithaca.kernel import config
 from ithaca.kernel.authority import command_kind, user_only_command
 from ithaca.kernel.call import Call
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME
 
 EVENTS = ("PreToolUse",)
@@ -115,7 +115,7 @@ def _may_touch(target: str, name: str) -> bool:
     """Whether a glob target's first component could expand to ``name`` (``.ith*``); the
     shell expands to hidden names only from a pattern that starts with a dot."""
     first = target.split("/", 1)[0]
-    return first.startswith(".") and _has_glob(first) and fnmatch(name, first)
+    return first.startswith(".") and _has_glob(first) and fnmatchcase(name, first)
 
 
 def _names_database(word: str) -> bool:
@@ -124,7 +124,7 @@ def _names_database(word: str) -> bool:
     name = os.path.basename(word)
     if name.startswith("state.db"):
         return True
-    if not _has_glob(name) or not fnmatch("state.db", name):
+    if not _has_glob(name) or not fnmatchcase("state.db", name):
         return False
     literal = name[: min(name.find(c) for c in "*?[" if c in name)]
     return bool(literal) or ".runtime" in word

@@ -8,10 +8,9 @@ journal explains every state and an edit made behind Ithaca's back breaks the ch
 
 from __future__ import annotations
 
-import json
 from collections import namedtuple
 
-from ithaca.kernel import canon, clock
+from ithaca.kernel import canon, clock, lightjson
 from ithaca.kernel.errors import InvalidInput
 
 TYPE_CHECKING = False
@@ -91,7 +90,7 @@ def verify(conn: sqlite3.Connection) -> list[ChainProblem]:
         if prev_hash != expected_prev:
             problems.append(ChainProblem(seq, "PREV_HASH_MISMATCH"))
         try:
-            body = json.loads(payload)
+            body = lightjson.loads(payload)
         except ValueError:
             problems.append(ChainProblem(seq, "PAYLOAD_UNREADABLE"))
         else:
@@ -162,6 +161,6 @@ def query(
 def _payload(text: str) -> Any:
     """A stored payload; one edited into invalid JSON is shown as it is (doctor reports it)."""
     try:
-        return json.loads(text)
+        return lightjson.loads(text)
     except ValueError:
         return {"unreadablePayload": text}

@@ -8,13 +8,11 @@ markers and the first real prompt line.
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
 from ithaca.kernel.errors import InvalidInput
 
-# Compiled on first use (re caches it): every hook imports this module, few parse prompts.
-_MARKER = r"::(workflow|task) +([a-z][a-z0-9._-]{0,63}) *"
+MARKER_KEYS = ("workflow", "task")
 
 
 class Prompt(namedtuple("Prompt", "markers first_line", defaults=(None, ""))):
@@ -44,15 +42,14 @@ def parse(text: str) -> Prompt:
     while index < len(lines) and not lines[index].strip():
         index += 1
     while index < len(lines) and lines[index].startswith("::"):
-        line = lines[index].rstrip("\r")
-        found = re.fullmatch(_MARKER, line)
+        found = _marker(lines[index].rstrip("\r"))
         if found is None:
             raise InvalidInput(
                 "MALFORMED_MARKER",
                 f"line {index + 1} is not a valid marker: use '::workflow NAME' or '::task NAME'",
                 {"line": index + 1},
             )
-        key, value = found.groups()
+        key, value = found
         if key in markers:
             raise InvalidInput(
                 "MALFORMED_MARKER", f"'::{key}' is given twice", {"line": index + 1, "key": key}
@@ -61,3 +58,14 @@ def parse(text: str) -> Prompt:
         index += 1
     first = next((line.strip() for line in lines[index:] if line.strip()), "")
     return Prompt(markers=markers, first_line=first)
+
+
+def _marker(line: str) -> tuple[str, str] | None:
+    """``(key, name)`` when ``line`` is ``::(workflow|task) +NAME *`` (string methods, not
+    ``re``: hooks parse every prompt)."""
+    for key in MARKER_KEYS:
+        head = f"::{key} "
+        if line.startswith(head):
+            name = line[len(head) :].strip(" ")
+            return (key, name) if is_name(name) else None
+    return None

@@ -8,7 +8,6 @@ an entry, once released, never changes.
 from __future__ import annotations
 
 from collections import namedtuple
-from importlib import import_module
 
 
 class Migration(namedtuple("Migration", "version name sql_ref")):
@@ -17,6 +16,8 @@ class Migration(namedtuple("Migration", "version name sql_ref")):
     __slots__ = ()
 
     def sql(self) -> str:
+        from importlib import import_module  # hooks read LATEST_VERSION only
+
         module, _, attribute = self.sql_ref.partition(":")
         return str(getattr(import_module(module), attribute))
 

@@ -4,7 +4,7 @@ Gates must agree on what a shell line does, so there is one parser (DESIGN.md, k
 contract 1). It is a small scanner rather than ``shlex`` alone because ``shlex`` cannot
 see what matters here: newlines as separators, ``$(…)`` and backtick bodies, heredoc
 bodies (which must be skipped, since they are data), redirections and their file
-descriptors. ``shlex`` still splits ``env -S`` strings.
+descriptors. ``env -S`` strings are split as ``shlex.split`` does (``shellwords``).
 
 The parser errs towards "mutating": anything it cannot follow (unbalanced quotes,
 nesting deeper than ``MAX_DEPTH``, a program name that is not a literal word) makes the
@@ -12,17 +12,24 @@ line *unparseable*, and constructs that hide what runs (substitutions, subshells
 ``eval``, ``sh -c``, ``sudo``, ``xargs``…) make it *opaque*. Both are never read-only.
 Nested bodies are still parsed, so their commands reach deny rules and the Ithaca
 authority guard.
+
+Every shell tool call runs this module in a fresh hook process, so it scans with string
+methods instead of regular expressions: importing ``re`` would cost more than the parse.
+Each helper names the pattern it implements.
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
-import shlex
 from collections import namedtuple
 
+from ithaca.kernel import shellwords
 from ithaca.kernel.authority import command_kind
 from ithaca.kernel.call import SimpleCommand
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MAX_DEPTH = 4
 
@@ -149,11 +156,10 @@ _RESERVED_LEADING = frozenset(
 )
 _LOOP_HEADERS = frozenset({"for", "select"})
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
-_BLANKS = re.compile(r"(?:[ \t]|\\\n)*")
-_PLAIN = re.compile(r"[^ \t\n;&|()<>'\"\\$`]+")
-_DOUBLE_PLAIN = re.compile(r'[^"\\$`]+')
-_FD_DUPLICATE = re.compile(r"\d*-?")
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
+_NOT_PLAIN = frozenset(" \t\n;&|()<>'\"\\$`")
+_NOT_DOUBLE_PLAIN = frozenset('"\\$`')
 _SEPARATORS = (";;&", ";;", ";&", "&&", "&>>", "&>", "||", "|&", ";", "&", "|")
 _REDIRECTIONS = ("<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">|", ">&", ">")
 _INPUT_REDIRECTIONS = frozenset({"<", "<<<", "<&"})
@@ -248,7 +254,15 @@ class _Scanner:
         return pending
 
     def _skip_blanks(self) -> None:
-        self.pos = _BLANKS.match(self.text, self.pos).end()  # type: ignore[union-attr]
+        """Past ``(?:[ \\t]|\\\\\\n)*``: blanks and line continuations."""
+        text = self.text
+        while self.pos < len(text):
+            if text[self.pos] in " \t":
+                self.pos += 1
+            elif text.startswith("\\\n", self.pos):
+                self.pos += 2
+            else:
+                return
 
     def _skip_heredoc_bodies(self) -> None:
         text = self.text
@@ -287,7 +301,7 @@ class _Scanner:
         if operator in ("<<", "<<-"):
             self.heredocs.append((target.value, operator == "<<-"))
             return
-        duplicates_fd = operator == ">&" and _FD_DUPLICATE.fullmatch(target.value)
+        duplicates_fd = operator == ">&" and _is_fd_duplicate(target.value)
         if not (operator in _INPUT_REDIRECTIONS or duplicates_fd or target.value == "/dev/null"):
             pending.redirects.append(target.value)
 
@@ -296,10 +310,10 @@ class _Scanner:
         start = self.pos
         parts: list[str] = []
         while self.pos < len(text):
-            plain = _PLAIN.match(text, self.pos)
-            if plain:
-                parts.append(plain.group())
-                self.pos = plain.end()
+            plain_end = _run_end(text, self.pos, _NOT_PLAIN)
+            if plain_end > self.pos:
+                parts.append(text[self.pos : plain_end])
+                self.pos = plain_end
                 continue
             char = text[self.pos]
             if char in _WORD_BREAK:
@@ -353,10 +367,9 @@ class _Scanner:
             elif char == "`":
                 parts.append(self._backtick(nested))
             else:
-                plain = _DOUBLE_PLAIN.match(text, self.pos)
-                assert plain is not None
-                parts.append(plain.group())
-                self.pos = plain.end()
+                plain_end = _run_end(text, self.pos, _NOT_DOUBLE_PLAIN)
+                parts.append(text[self.pos : plain_end])
+                self.pos = plain_end
 
     def _dollar(self, nested: list[SimpleCommand]) -> str:
         text = self.text
@@ -437,6 +450,35 @@ class _Scanner:
         return text[start : self.pos]
 
 
+def _run_end(text: str, start: int, stops: frozenset[str]) -> int:
+    """The end of the run of characters from ``start`` that are not in ``stops``."""
+    end = start
+    while end < len(text) and text[end] not in stops:
+        end += 1
+    return end
+
+
+def _is_assignment(word: str) -> bool:
+    """Whether ``word`` starts with ``[A-Za-z_][A-Za-z0-9_]*(?:\\[[^\\]]*\\])?\\+?=``."""
+    if not word or word[0] not in _NAME_START:
+        return False
+    end = 1
+    while end < len(word) and word[end] in _NAME_CHARS:
+        end += 1
+    if word.startswith("[", end):
+        close = word.find("]", end + 1)
+        if close < 0:
+            return False
+        end = close + 1
+    return word.startswith(("=", "+="), end)
+
+
+def _is_fd_duplicate(target: str) -> bool:
+    """``\\d*-?``: the file descriptor ``>&`` duplicates (or ``-`` to close one)."""
+    digits = target[:-1] if target.endswith("-") else target
+    return not digits or digits.isdecimal()
+
+
 def _assemble(pending: _Pending, depth: int, state: _State) -> list[SimpleCommand]:
     """Turn one command's words into its simple command, then its nested ones."""
     words = pending.words
@@ -445,7 +487,7 @@ def _assemble(pending: _Pending, depth: int, state: _State) -> list[SimpleComman
     if words and words[0].raw in _LOOP_HEADERS:
         words = []
     assignments: list[str] = []
-    while words and _ASSIGNMENT.match(words[0].raw):
+    while words and _is_assignment(words[0].raw):
         assignments.append(words[0].value)
         words = words[1:]
     redirects = list(pending.redirects)
@@ -493,7 +535,7 @@ def _strip_wrappers(
                 rest = rest[1:]
         skipped = 0
         while wrapper.takes_assignments and skipped < len(rest):
-            if not _ASSIGNMENT.match(rest[skipped].raw):
+            if not _is_assignment(rest[skipped].raw):
                 break
             skipped += 1
         if skipped == len(rest):
@@ -506,7 +548,7 @@ def _strip_wrappers(
 
 def _split_string(value: str) -> list[str]:
     try:
-        return shlex.split(value)
+        return shellwords.split(value)
     except ValueError as exc:
         raise _Unparseable("unbalanced quotes") from exc
 
@@ -625,7 +667,16 @@ def shell_c_body(argv: list[str] | tuple[str, ...]) -> str | None:
 
 # ---- Ithaca CLI invocations -------------------------------------------------------------
 
-_PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?")
+
+def _is_python(program: str) -> bool:
+    """``(?:python|pypy)(?:\\d+(?:\\.\\d+)*)?``: ``python``, ``python3``, ``pypy3.10``…"""
+    for name in ("python", "pypy"):
+        if program.startswith(name):
+            version = program[len(name) :]
+            return not version or all(part.isdecimal() for part in version.split("."))
+    return False
+
+
 _ITHACA_MODULES = frozenset({"ithaca", "ithaca.cli"})
 # fmt: off
 _RUNNER_VALUES: dict[str, tuple[str, frozenset[str]]] = {
@@ -701,7 +752,7 @@ def _direct_ithaca(argv: tuple[str, ...]) -> tuple[str, ...] | None:
     program = posixpath.basename(argv[0])
     if program == "ithaca":
         return argv[1:]
-    if _PYTHON.fullmatch(program):
+    if _is_python(program):
         found = python_module(argv)
         if found and found[0] in _ITHACA_MODULES:
             return found[1]
@@ -721,7 +772,11 @@ _OPERAND_VALUES = {
     "chown": "",
     "truncate": "sr",
 }
-_CHMOD_MODE = re.compile(r"-[rwxXst]+")
+
+
+def _is_option_mode(arg: str) -> bool:
+    """``-[rwxXst]+``: a ``chmod`` mode that looks like an option (``-w``)."""
+    return len(arg) > 1 and arg[0] == "-" and all(char in "rwxXst" for char in arg[1:])
 
 
 def write_targets(parsed: ParsedShell) -> tuple[str, ...]:
@@ -816,7 +871,7 @@ def _operand_targets(program: str, args: tuple[str, ...]) -> list[str]:
         mode_pending = not any(arg.startswith("--reference") for arg in args)
         kept = []
         for arg in args:
-            if mode_pending and _CHMOD_MODE.fullmatch(arg):
+            if mode_pending and _is_option_mode(arg):
                 mode_pending = False
             else:
                 kept.append(arg)
@@ -879,7 +934,31 @@ _ALWAYS_READ_ONLY = frozenset({
 })  # fmt: skip
 _IDLE_WRAPPERS = frozenset(_WRAPPERS) - _OPAQUE_PROGRAMS
 _FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls"})
-_SED_PRINT = re.compile(r"(?:\d+|\$)(?:,(?:\d+|\$))?p")
+
+
+def _is_sed_print(script: str) -> bool:
+    """``(?:\\d+|\\$)(?:,(?:\\d+|\\$))?p``: ``sed -n`` printing a line or a range."""
+    addresses = script[:-1].split(",") if script.endswith("p") else []
+    return 0 < len(addresses) <= 2 and all(
+        address == "$" or address.isdecimal() for address in addresses
+    )
+
+
+def _git_branch_flags(token: str) -> bool:
+    """``-[alrvi]+``: ``git branch`` flags that only list."""
+    return len(token) > 1 and token[0] == "-" and all(char in "alrvi" for char in token[1:])
+
+
+def _git_tag_flags(token: str) -> bool:
+    """``-(?:[li]+|n\\d*)``: ``git tag`` flags that only list."""
+    flags = token[1:]
+    if not token.startswith("-") or not flags:
+        return False
+    if flags[0] == "n":
+        return not flags[1:] or flags[1:].isdecimal()
+    return all(char in "li" for char in flags)
+
+
 _GIT_READ_ONLY = frozenset({
     "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse",
     "describe", "cat-file", "shortlog", "show-ref", "merge-base", "rev-list"
@@ -893,12 +972,12 @@ _GIT_LISTING_OPTIONS = frozenset({
 })
 _GIT_LISTING = {
     "branch": (
-        re.compile(r"-[alrvi]+"),
+        _git_branch_flags,
         _GIT_LISTING_OPTIONS | {
             "--all", "--remotes", "--verbose", "--show-current", "--abbrev", "--no-abbrev",
         },
     ),
-    "tag": (re.compile(r"-(?:[li]+|n\d*)"), _GIT_LISTING_OPTIONS),
+    "tag": (_git_tag_flags, _GIT_LISTING_OPTIONS),
 }
 _GIT_LISTING_VALUES = frozenset({
     "--sort", "--format", "--points-at", "--contains", "--no-contains", "--merged", "--no-merged",
@@ -960,7 +1039,7 @@ def _command_read_only(
         return (
             len(argv) >= 3
             and argv[1] == "-n"
-            and bool(_SED_PRINT.fullmatch(argv[2]))
+            and _is_sed_print(argv[2])
             and not any(arg.startswith("-") for arg in argv[3:])
         )
     if program == "git":
@@ -1028,7 +1107,7 @@ def _git_read_only(argv: tuple[str, ...]) -> bool:
     return False
 
 
-def _git_listing(args: tuple[str, ...], short: re.Pattern[str], long: frozenset[str]) -> bool:
+def _git_listing(args: tuple[str, ...], short: Callable[[str], bool], long: frozenset[str]) -> bool:
     listing = False
     has_operands = False
     index = 0
@@ -1049,7 +1128,7 @@ def _git_listing(args: tuple[str, ...], short: re.Pattern[str], long: frozenset[
             ):
                 index += 1
         elif token.startswith("-"):
-            if not short.fullmatch(token):
+            if not short(token):
                 return False
             listing = listing or "l" in token
         else:
@@ -1082,7 +1161,7 @@ def _is_pytest(argv: tuple[str, ...]) -> bool:
     program = posixpath.basename(argv[0])
     if program == "pytest":
         return True
-    if _PYTHON.fullmatch(program):
+    if _is_python(program):
         found = python_module(argv)
         return found is not None and found[0] == "pytest"
     return False

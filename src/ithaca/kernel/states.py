@@ -8,8 +8,11 @@ confirm must not pass.
 
 from __future__ import annotations
 
-import sqlite3
-from importlib import import_module
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
 
 STATES: dict[str, str] = {
     "ulysses.active": "ithaca.ulysses.gate:is_active",
@@ -24,5 +27,6 @@ KNOWN_STATES = frozenset(STATES)
 def evaluate(name: str, conn: sqlite3.Connection | None, scope: str | None) -> bool:
     """The predicate's value; raises when it is unknown, unavailable or fails."""
     module, _, attribute = STATES[name].partition(":")
-    predicate = getattr(import_module(module), attribute)
+    __import__(module)  # importlib.import_module, without importing importlib
+    predicate = getattr(sys.modules[module], attribute)
     return bool(predicate(conn, scope))

@@ -9,15 +9,12 @@ new approval, and an approval never turns a deny into an allow.
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from datetime import timedelta
-
-from ithaca.kernel import clock, ids, journal
+from ithaca.kernel import clock, ids, journal, lightjson
 from ithaca.kernel.errors import NotFound, Refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
 
 COLUMNS = (
@@ -44,6 +41,8 @@ def request_id(conn: sqlite3.Connection, session_id: str, action_digest: str, no
 
 
 def later(stamp: str, seconds: int) -> str:
+    from datetime import timedelta  # only when a request is stored or granted
+
     moment = clock.parse(stamp) + timedelta(seconds=seconds)
     return clock.format_ms(int(moment.timestamp() * 1000))
 
@@ -88,8 +87,8 @@ def request(
             session_id,
             event_id,
             action_digest,
-            json.dumps(action, ensure_ascii=False),
-            json.dumps(protocol_ids),
+            lightjson.dumps(action, ensure_ascii=False),
+            lightjson.dumps(protocol_ids),
             now,
             later(now, ttl_seconds),
         ),
@@ -136,8 +135,8 @@ def to_dict(row: tuple[Any, ...]) -> dict[str, Any]:
         "hostSessionId": session,
         "eventId": event,
         "actionDigest": digest,
-        "action": json.loads(blob) if blob else None,
-        "protocolIds": json.loads(protocol_ids),
+        "action": lightjson.loads(blob) if blob else None,
+        "protocolIds": lightjson.loads(protocol_ids),
         "status": status,
         "requestedAt": requested,
         "grantedAt": granted_at,

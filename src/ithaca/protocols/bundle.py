@@ -10,7 +10,6 @@ widening a rule.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import namedtuple
 
 from ithaca.kernel import states
@@ -18,6 +17,7 @@ from ithaca.protocols import matcher, reconcile, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
 
 

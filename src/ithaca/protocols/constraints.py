@@ -22,17 +22,17 @@ than an extra prompt:
 
 from __future__ import annotations
 
-import shlex
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Sequence
-from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from ithaca.kernel.call import Call, SimpleCommand
 from ithaca.kernel.errors import InvalidInput
+from ithaca.kernel.globmatch import fnmatchcase
+from ithaca.kernel.shellwords import split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
 _GLOB_CHARS = frozenset("*?[{")
@@ -74,7 +74,7 @@ def parse_command_pattern(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...
     Raises ``INVALID_CONSTRAINT`` when the pattern has unbalanced quotes or no tokens.
     """
     try:
-        tokens = shlex.split(pattern)
+        tokens = split(pattern)
     except ValueError as exc:
         raise InvalidInput(
             "INVALID_CONSTRAINT", f"command pattern {pattern!r} cannot be split: {exc}"
@@ -240,6 +240,8 @@ def _shown(text: str) -> str:
 
 
 def _shown_command(command: SimpleCommand) -> str:
+    import shlex  # only once a command rule fired, to quote it in the reason
+
     return _shown(shlex.join(command.argv))
 
 

@@ -16,18 +16,18 @@ mutating call is asked to call ``load_protocols`` again.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
 
-from ithaca.kernel import journal, states
+from ithaca.kernel import journal, lightjson, states
 from ithaca.kernel.call import Call
+from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext, Opinion
 from ithaca.protocols import approvals, bundle, constraints, events, reconcile, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
 
 NAME = "protocols"
@@ -82,7 +82,7 @@ def decide(call: Call, ctx: GateContext) -> Opinion:
     ctx.scratch[NAME] = scratch
     try:
         opinion = _enforce(call, ctx, scratch)
-    except (IthacaError, sqlite3.Error, KeyError, ValueError, TypeError) as exc:
+    except (IthacaError, sqlite.Error, KeyError, ValueError, TypeError) as exc:
         code = getattr(exc, "code", type(exc).__name__)
         if call.mutating:
             opinion = Opinion(
@@ -185,7 +185,7 @@ def _bundle(
     current = bundle.revision(conn)
     scratch["revision"] = current
     if cached_revision == current and cached_digest and cached_ids:
-        return _cached_protocols(conn, json.loads(cached_ids), ctx), cached_digest
+        return _cached_protocols(conn, lightjson.loads(cached_ids), ctx), cached_digest
     event = events.fetch(conn, event_id)
     computed = bundle.compute(conn, event, workflows)
     scratch["cache"] = (current, computed["digest"], [p["id"] for p in computed["protocols"]])
@@ -291,7 +291,7 @@ def commit(
         conn.execute(
             "UPDATE protocol_sessions SET bundle_revision = ?, bundle_digest = ?,"
             " bundle_ids_json = ? WHERE host_session_id = ? AND current_event_id = ?",
-            (revision, digest, json.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
+            (revision, digest, lightjson.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
         )
     if scratch.get("reconcileFiles"):
         reconcile.reconcile_files(

@@ -8,17 +8,16 @@ triggers refuse UPDATE and DELETE), and only a digest and length of the prompt a
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections import namedtuple
 
-from ithaca.kernel import canon, clock, ids, journal
+from ithaca.kernel import canon, clock, ids, journal, lightjson
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound
 from ithaca.kernel.markers import Prompt
 from ithaca.protocols import validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
 
 HOST_CONNECTORS = {"claude": "claude-code", "codex": "codex", "opencode": "opencode"}
@@ -288,7 +287,7 @@ def context_sources(conn: sqlite3.Connection, event_id: str) -> dict[str, str]:
     row = conn.execute(
         "SELECT context_sources FROM protocol_events WHERE id = ?", (event_id,)
     ).fetchone()
-    return json.loads(row[0]) if row else {}
+    return lightjson.loads(row[0]) if row else {}
 
 
 def check_event_domains(event: dict[str, Any], *, corrupt: bool = False) -> None:

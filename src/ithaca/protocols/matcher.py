@@ -17,13 +17,12 @@ equal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ithaca.kernel import canon
 from ithaca.protocols.validate import HASHED_FIELDS, SELECTOR_KEYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 BUNDLE_FIELDS = (*HASHED_FIELDS, "source")

@@ -14,16 +14,15 @@ a broken team rule is corrupt authority and is never skipped.
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 
-from ithaca.kernel import canon, journal, states
+from ithaca.kernel import canon, journal, lightjson, states
 from ithaca.kernel.errors import Conflict, Corrupt, IthacaError
 from ithaca.protocols import records, seeds, validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
 
 
@@ -32,7 +31,7 @@ def stored_state(conn: sqlite3.Connection) -> tuple[int, str | None, dict[str, A
     revision, seed_digest, files_listing = conn.execute(
         "SELECT revision, seed_set_digest, files_listing FROM protocol_state"
     ).fetchone()
-    return revision, seed_digest, json.loads(files_listing) if files_listing else {}
+    return revision, seed_digest, lightjson.loads(files_listing) if files_listing else {}
 
 
 def seeds_in_sync(conn: sqlite3.Connection) -> bool:
@@ -202,7 +201,7 @@ def _remember(
     state = {"listing": listing, "filesDigest": files_digest, "error": error}
     conn.execute(
         "UPDATE protocol_state SET files_digest = ?, files_listing = ?",
-        (files_digest, json.dumps(state, sort_keys=True)),
+        (files_digest, lightjson.dumps(state, sort_keys=True)),
     )
 
 
@@ -224,7 +223,7 @@ def read_files(
             data = handle.read()
         digests.append({"path": rel_path, "sha256": canon.digest_bytes(data)})
         try:
-            raw = json.loads(data)
+            raw = lightjson.loads(data)
             record = validate.validate_record(
                 raw,
                 workflows=workflows,

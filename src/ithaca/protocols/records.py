@@ -8,15 +8,14 @@ global rule.
 
 from __future__ import annotations
 
-import json
-import sqlite3
-
-from ithaca.kernel import clock
+from ithaca.kernel import clock, lightjson
+from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import Corrupt, IthacaError
 from ithaca.protocols import validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
 
 COLUMNS = (
@@ -54,10 +53,10 @@ def row_to_record(row: tuple[Any, ...]) -> dict[str, Any]:
         "scope": scope,
         "enabled": bool(enabled),
         "priority": priority,
-        "selector": json.loads(selector_json),
-        "rules": json.loads(rules_json),
-        "constraints": json.loads(constraints_json),
-        "tags": json.loads(tags_json),
+        "selector": lightjson.loads(selector_json),
+        "rules": lightjson.loads(rules_json),
+        "constraints": lightjson.loads(constraints_json),
+        "tags": lightjson.loads(tags_json),
         "source": source,
         "overridesBase": bool(overrides_base),
         "baseHash": base_hash,
@@ -99,7 +98,7 @@ def read_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
         return conn.execute(
             f"SELECT {COLUMNS} FROM protocols ORDER BY priority DESC, id ASC"
         ).fetchall()
-    except sqlite3.DatabaseError as exc:
+    except sqlite.DatabaseError as exc:
         raise Corrupt("STORE_CORRUPT", f"protocols table unreadable: {exc}", {}) from exc
 
 
@@ -129,7 +128,7 @@ def read_many(conn: sqlite3.Connection, protocol_ids: list[str]) -> dict[str, di
 def seed_records(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """The base set as last reconciled, by id."""
     return {
-        pid: json.loads(record_json)
+        pid: lightjson.loads(record_json)
         for pid, record_json in conn.execute("SELECT id, record_json FROM protocol_seeds")
     }
 
@@ -225,4 +224,4 @@ def write_row(
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return lightjson.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,9 +1,10 @@
 """The one validator for protocol records: writes, seeds, files and stored rows.
 
 Hooks re-validate every stored row before they trust it, so this module imports only
-the standard library and ``ithaca.kernel``. A record that passes comes back normalised
-(defaults filled in, lists copied), and its hash is taken over that normal form, so two
-spellings of the same record cannot carry two hashes.
+the standard library and ``ithaca.kernel``, and checks identifiers and command patterns
+with string methods rather than ``re`` or ``shlex`` (which imports it). A record that
+passes comes back normalised (defaults filled in, lists copied), and its hash is taken
+over that normal form, so two spellings of the same record cannot carry two hashes.
 
 Error codes follow the reference's validation table. A top-level field of the wrong JSON
 type is ``INVALID_FIELD``; a field of the right type that breaks its own rule carries
@@ -15,12 +16,10 @@ Constraints are checked for shape only; what they match is the enforcement code'
 
 from __future__ import annotations
 
-import re
-import shlex
-
 from ithaca.kernel import canon
 from ithaca.kernel.call import TOOL_CLASSES
 from ithaca.kernel.errors import InvalidInput, Refused
+from ithaca.kernel.shellwords import split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,9 +95,10 @@ INPUT_FIELDS = (
     "tags",
 )
 _REQUIRED = ("id", "name", "description", "priority", "selector", "rules")
-_ID = re.compile(r"[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+")
-_TAG = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_LOWER_DIGITS = _LOWER | frozenset("0123456789")
+_ID_WORD = _LOWER_DIGITS | {"-"}
+_TAG_CHARS = _LOWER_DIGITS | frozenset("._-")
 _PATTERN_FIELDS = {
     "deny_tool": ("tools", "classes"),
     "deny_command": ("commands",),
@@ -219,7 +219,7 @@ def _check_id(value: object, allow_reserved: bool) -> str:
         raise _invalid("INVALID_FIELD", "/id", "WRONG_TYPE", "must be a string")
     if len(value) > MAX_ID:
         raise _invalid("INVALID_PROTOCOL_ID", "/id", "TOO_LONG", f"at most {MAX_ID} characters")
-    if not _ID.fullmatch(value):
+    if not _is_dotted_id(value):
         raise _invalid(
             "INVALID_PROTOCOL_ID",
             "/id",
@@ -233,6 +233,31 @@ def _check_id(value: object, allow_reserved: bool) -> str:
             {"pointer": "/id", "id": value},
         )
     return value
+
+
+def _is_dotted_id(value: str) -> bool:
+    """``[a-z][a-z0-9-]*(\\.[a-z0-9][a-z0-9-]*)+``: two or more dotted lowercase words."""
+    first, *rest = value.split(".")
+    return (
+        bool(rest)
+        and first[:1] in _LOWER
+        and all(word[:1] in _LOWER_DIGITS for word in rest)
+        and all(char in _ID_WORD for word in (first, *rest) for char in word)
+    )
+
+
+def _is_tag(value: str) -> bool:
+    """``[a-z0-9][a-z0-9._-]{0,31}``."""
+    return (
+        0 < len(value) <= 32
+        and value[0] in _LOWER_DIGITS
+        and all(char in _TAG_CHARS for char in value)
+    )
+
+
+def _has_control_character(value: str) -> bool:
+    """A C0 or C1 control character or DEL (U+0000-U+001F, U+007F-U+009F)."""
+    return any(char < " " or "\x7f" <= char <= "\x9f" for char in value)
 
 
 def _check_text(value: object, pointer: str, limit: int) -> str:
@@ -315,7 +340,7 @@ def _check_selector_string(key: str, value: str, pointer: str, workflows: frozen
             "TOO_LONG",
             f"at most {MAX_SELECTOR_VALUE} characters",
         )
-    if _CONTROL.search(value):
+    if _has_control_character(value):
         raise _invalid(
             "INVALID_SELECTOR_VALUE", pointer, "CONTROL_CHARACTER", "holds a control character"
         )
@@ -360,7 +385,7 @@ def _check_tags(value: object) -> list[str]:
         raise _invalid("INVALID_FIELD", "/tags", "TOO_MANY", f"at most {MAX_TAGS} tags")
     for index, tag in enumerate(value):
         pointer = f"/tags/{index}"
-        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+        if not isinstance(tag, str) or not _is_tag(tag):
             raise _invalid(
                 "INVALID_FIELD",
                 pointer,
@@ -462,7 +487,7 @@ def _check_patterns(key: str, value: object, pointer: str) -> list[str]:
 
 def _check_command_pattern(pattern: str, pointer: str) -> None:
     try:
-        tokens = shlex.split(pattern)
+        tokens = split(pattern)
     except ValueError as exc:
         raise _invalid(
             "INVALID_CONSTRAINT", pointer, "UNSPLITTABLE", f"cannot be split like a shell: {exc}"
