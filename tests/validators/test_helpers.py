@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from textwrap import dedent
 
 import pytest
@@ -30,19 +31,11 @@ def test_every_helper_the_languages_name_ships_with_the_package():
 
 
 @pytest.fixture
-def python_helper(tmp_path, monkeypatch):
-    """A fresh copy of tb_validate wired to a verdict path under ``tmp_path`` (its
-    bytecode is not cached into the package, which ships the helper's source only)."""
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    observed = tmp_path / "observed.json"
-    observed.write_text('{"errors": 0}')
-    for prefix in ("TB", "ITHACA"):
-        monkeypatch.setenv(f"{prefix}_OBSERVED_PATH", str(observed))
-        monkeypatch.setenv(f"{prefix}_VERDICT_PATH", str(tmp_path / "verdict.json"))
-    spec = importlib.util.spec_from_file_location("tb_validate", HELPERS / "tb_validate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def python_helper(tmp_path):
+    """A fresh copy of tb_validate wired to files under ``tmp_path`` (its bytecode is not
+    cached into the package, which ships the helper's source only)."""
+    with helper_in(tmp_path, observed='{"errors": 0}') as helper:
+        yield helper
 
 
 def written(tmp_path):
@@ -266,3 +259,42 @@ def test_shell_helper_accepts_exactly_strict_json_evidence(tmp_path_factory, tex
         assert status == 0 and found["evidence"] == json.loads(text)
     else:
         assert (status, found) == (2, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(evidence=JSON_VALUES, reason=TEXT)
+def test_python_helper_writes_exactly_what_json_would(tmp_path_factory, evidence, reason):
+    # The helper drives json's C accelerator directly; json itself is the oracle.
+    folder = tmp_path_factory.mktemp("py")
+    with helper_in(folder, observed=json.dumps(evidence)) as helper:
+        assert helper.observed() == json.loads(json.dumps(evidence))
+        helper.pass_(reason, evidence)
+    expected = {"verdict": "pass", "reason": reason}
+    if evidence is not None:
+        expected["evidence"] = evidence
+    text = (folder / "verdict.json").read_text(encoding="utf-8")
+    assert text == json.dumps(expected, ensure_ascii=False, allow_nan=False)
+
+
+@pytest.mark.parametrize("text", ["{bad", "[1,]", "", "1 2", '{"a": 1} x'])
+def test_python_helper_reads_malformed_observed_data_as_json_would(tmp_path, text):
+    with helper_in(tmp_path, observed=text) as helper, pytest.raises(ValueError) as raised:
+        helper.observed()
+    with pytest.raises(ValueError) as expected:
+        json.loads(text)
+    assert str(raised.value) == str(expected.value)
+
+
+@contextmanager
+def helper_in(folder, *, observed):
+    """A fresh tb_validate whose observed data and verdict live in ``folder``."""
+    (folder / "observed.json").write_text(observed, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "dont_write_bytecode", True)
+        for prefix in ("TB", "ITHACA"):
+            patch.setenv(f"{prefix}_OBSERVED_PATH", str(folder / "observed.json"))
+            patch.setenv(f"{prefix}_VERDICT_PATH", str(folder / "verdict.json"))
+        spec = importlib.util.spec_from_file_location("tb_validate", HELPERS / "tb_validate.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module

@@ -7,10 +7,19 @@
 A run has one verdict: a second call, a reason that is not a string or evidence that is
 not JSON raises, and the helper never exits the process. The verdict file appears whole
 (written aside, then linked into place) and is never overwritten.
+
+The helper reads and writes JSON through CPython's ``_json`` accelerator directly:
+``import json`` also loads the regular-expression machinery, which would more than double
+the start-up of a small validator. Whatever the fast path does not take is handed to
+``json`` itself, so results and errors are ``json``'s.
 """
 
-import json
 import os
+
+try:
+    from _json import encode_basestring, make_encoder, make_scanner
+except ImportError:  # another Python: json does all the work
+    make_scanner = None
 
 __all__ = ["observed", "pass_", "passed", "fail"]
 
@@ -21,7 +30,7 @@ def observed():
     """The observed data this run was given, as parsed JSON."""
     path = os.environ.get("ITHACA_OBSERVED_PATH") or os.environ["TB_OBSERVED_PATH"]
     with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+        return _loads(handle.read())
 
 
 def pass_(reason, evidence=None):
@@ -46,7 +55,7 @@ def _write(verdict, reason, evidence):
     record = {"verdict": verdict, "reason": reason}
     if evidence is not None:
         record["evidence"] = evidence
-    text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    text = _dumps(record)
     path = os.environ.get("ITHACA_VERDICT_PATH") or os.environ["TB_VERDICT_PATH"]
     temp = f"{path}.{os.getpid()}.tmp"
     with open(temp, "x", encoding="utf-8") as handle:
@@ -58,3 +67,49 @@ def _write(verdict, reason, evidence):
     finally:
         os.unlink(temp)
     _written = True
+
+
+class _Decoding:
+    """The settings ``_json.make_scanner`` reads, at ``json.loads``' defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+    parse_constant = parse_constant.__getitem__
+    memo = {}
+
+
+def _loads(text):
+    if make_scanner is not None:
+        start = len(text) - len(text.lstrip(" \t\n\r"))
+        try:
+            value, end = make_scanner(_Decoding())(text, start)
+        except Exception:  # not a JSON document: json raises its own error
+            pass
+        else:
+            if not text[end:].strip(" \t\n\r"):
+                return value
+    import json
+
+    return json.loads(text)
+
+
+def _dumps(value):
+    if make_scanner is not None:
+        encode = make_encoder(
+            {}, _refuse, encode_basestring, None, ": ", ", ", False, False, False
+        )
+        try:
+            return "".join(encode(value, 0))
+        except Exception:  # no JSON form: json raises its own error
+            pass
+    import json
+
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _refuse(value):
+    raise TypeError(type(value).__name__)
