@@ -68,6 +68,17 @@ def test_status_reports_schema_journal_and_protocols_as_json(project_dir):
     assert info["journalEvents"] >= 2
 
 
+def test_status_names_the_active_debugging_session(project_dir):
+    assert "no active debugging session" in run("--project", str(project_dir), "status").output
+    run("--project", str(project_dir), "ulysses", "init", "the cache returns stale rows")
+
+    info = json.loads(run("--project", str(project_dir), "status", "--json").output)
+
+    assert info["ulysses"]["phase"] == "IDLE"
+    assert info["ulysses"]["requiredAction"] == "plan"
+    assert info["ulysses"]["sessionId"] in run("--project", str(project_dir), "status").output
+
+
 def test_log_filters_by_kind_prefix_and_subject(project_dir):
     entries = json.loads(run("--project", str(project_dir), "log", "--json").output)
     assert [e["kind"] for e in entries][:2] == ["kernel.migrated", "protocols.seeds_reconciled"]

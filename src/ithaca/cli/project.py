@@ -63,6 +63,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
             {"hostSessionId": sid, "currentEventId": eid, "bundleLoaded": bool(loaded)}
             for sid, eid, loaded in sessions
         ],
+        "ulysses": _ulysses_summary(project.ulysses.status({})),
     }
 
     def render(value: dict[str, Any]) -> None:
@@ -80,8 +81,28 @@ def status(ctx: click.Context, as_json: bool) -> None:
             out.print(
                 f"  session    {session['hostSessionId']}: {session['currentEventId']} ({state})"
             )
+        debugging = value["ulysses"]
+        if debugging is None:
+            out.print("  ulysses    no active debugging session")
+        else:
+            out.print(
+                f"  ulysses    {debugging['sessionId']}: {debugging['phase']}"
+                f" (S={debugging['S']}); next: {debugging['requiredAction']}"
+            )
 
     show(info, as_json, render)
+
+
+def _ulysses_summary(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The active Ulysses session in a line, or None."""
+    if not status.get("active"):
+        return None
+    return {
+        "sessionId": status["session_id"],
+        "phase": status["phase"],
+        "S": status["S"],
+        "requiredAction": status["required_action"],
+    }
 
 
 @click.command()
