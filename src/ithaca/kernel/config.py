@@ -68,6 +68,12 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "require_network_isolation": ((bool,), False),
         "limits": ((dict,), VALIDATOR_LIMITS),
     },
+    "ultragoal": {
+        "strict_approval": ((bool,), False),
+        "max_iterations_default": ((int,), 10),
+        "reviewer_agent_type": ((str,), "code-reviewer"),
+        "stop_error_block_max": ((int,), 5),
+    },
     "ulysses": {
         "require_plan_for_mutation": ((bool,), True),
         "tests_are_read_only": ((bool,), True),
@@ -114,6 +120,9 @@ VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
         lambda v: all(k in VALIDATOR_LIMITS and type(n) is int and n > 0 for k, n in v.items()),
         f"a table of positive whole numbers named {', '.join(VALIDATOR_LIMITS)}",
     ),
+    ("ultragoal", "max_iterations_default"): (lambda v: 1 <= v <= 1000, "1 to 1000"),
+    ("ultragoal", "stop_error_block_max"): (lambda v: 1 <= v <= 100, "1 to 100"),
+    ("ultragoal", "reviewer_agent_type"): (bool, "an agent type name"),
     ("ulysses", "read_only_commands"): (
         lambda v: all(isinstance(c, str) and c and "/" not in c for c in v),
         "a list of command names",

@@ -29,6 +29,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "ulysses.initial", "ithaca.ulysses.schema:ULYSSES_V1"),
     Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_schema:KNOWLEDGE_V1"),
     Migration(6, "delivery.initial", "ithaca.delivery.schema:DELIVERY_V1"),
+    Migration(7, "ultragoal.initial", "ithaca.ultragoal.schema:ULTRAGOAL_V1"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,1 @@
+"""Objective pursuit that never false-completes (reference: ultragoal)."""
