@@ -17,9 +17,9 @@ the start-up of a small validator. Whatever the fast path does not take is hande
 import os
 
 try:
-    from _json import encode_basestring, make_encoder, make_scanner
+    import _json
 except ImportError:  # another Python: json does all the work
-    make_scanner = None
+    _json = None  # type: ignore[assignment]
 
 __all__ = ["observed", "pass_", "passed", "fail"]
 
@@ -69,6 +69,9 @@ def _write(verdict, reason, evidence):
     _written = True
 
 
+_CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
 class _Decoding:
     """The settings ``_json.make_scanner`` reads, at ``json.loads``' defaults."""
 
@@ -77,16 +80,15 @@ class _Decoding:
     object_pairs_hook = None
     parse_float = float
     parse_int = int
-    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
-    parse_constant = parse_constant.__getitem__
-    memo = {}
+    parse_constant = _CONSTANTS.__getitem__
+    memo: dict = {}
 
 
 def _loads(text):
-    if make_scanner is not None:
+    if _json is not None:
         start = len(text) - len(text.lstrip(" \t\n\r"))
         try:
-            value, end = make_scanner(_Decoding())(text, start)
+            value, end = _json.make_scanner(_Decoding())(text, start)
         except Exception:  # not a JSON document: json raises its own error
             pass
         else:
@@ -98,9 +100,9 @@ def _loads(text):
 
 
 def _dumps(value):
-    if make_scanner is not None:
-        encode = make_encoder(
-            {}, _refuse, encode_basestring, None, ": ", ", ", False, False, False
+    if _json is not None:
+        encode = _json.make_encoder(
+            {}, _refuse, _json.encode_basestring, None, ": ", ", ", False, False, False
         )
         try:
             return "".join(encode(value, 0))
