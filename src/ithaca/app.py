@@ -19,6 +19,7 @@ from ithaca.kernel.project import IGNORE_LINE, Project, find_project, planned_pr
 from ithaca.kernel.store import Store
 
 if TYPE_CHECKING:
+    from ithaca.delivery.service import DeliveryService
     from ithaca.protocols.service import ProtocolsService
     from ithaca.ulysses.knowledge import KnowledgeService
     from ithaca.ulysses.service import UlyssesService
@@ -50,6 +51,13 @@ class IthacaProject:
         from ithaca.ulysses.service import UlyssesService
 
         return UlyssesService(self.project, self.store, self.config)
+
+    @cached_property
+    def delivery(self) -> DeliveryService:
+        """Opening it finishes or rolls back what a crashed writer left half done."""
+        from ithaca.delivery.service import DeliveryService
+
+        return DeliveryService(self.project, self.store, self.config)
 
     @cached_property
     def knowledge(self) -> KnowledgeService:

@@ -43,7 +43,14 @@ def last_journal_event(project: IthacaProject) -> dict[str, Any]:
 def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client):
     tools = client.tools()
 
-    assert set(tools) == {"load_protocols", "protocols", "notebook", "ulysses", "knowledge"}
+    assert set(tools) == {
+        "load_protocols",
+        "protocols",
+        "notebook",
+        "ulysses",
+        "knowledge",
+        "record",
+    }
     read_only = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
     assert read_only == {"protocols", "knowledge"}
 

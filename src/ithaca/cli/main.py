@@ -17,6 +17,7 @@ from ithaca.cli import (
     notebook,
     project,
     protocols,
+    record,
     ulysses,
 )
 
@@ -46,6 +47,7 @@ for command in (
     notebook.group,
     ulysses.group,
     knowledge.group,
+    record.record,
     install.install,
     install.uninstall,
     mcp_command.mcp,

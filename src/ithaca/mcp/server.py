@@ -2,8 +2,8 @@
 
 The server is a thin adapter over the same services the CLI calls, and it acts only as
 ``agent``: ``load_protocols`` and the read-only ``protocols`` tool, the debugging tools
-``notebook``, ``ulysses`` and ``knowledge`` (``ithaca.mcp.debugging``), and nothing a
-user alone may do.
+``notebook``, ``ulysses`` and ``knowledge`` (``ithaca.mcp.debugging``), delivery's
+``record``, and nothing a user alone may do.
 
 Each tool publishes a hand-written JSON Schema and receives the raw arguments, which are
 checked by Ithaca itself — against that schema (``ithaca.mcp.errors``), or by the
@@ -31,7 +31,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from ithaca import __version__
-from ithaca.app import open_project
+from ithaca.app import IthacaProject, open_project
+from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 from ithaca.kernel.errors import IthacaError, invalid_field
 from ithaca.mcp import debugging
 from ithaca.mcp.debugging import SESSION_PROPERTY
@@ -161,6 +162,14 @@ def build_server(project_path: str) -> MCPServer:
             read_only=True,
             handler=lambda arguments: read_protocols(service, arguments),
         ),
+        _tool(
+            "record",
+            title="Record delivery state",
+            description=RECORD_DESCRIPTION,
+            schema=RECORD_SCHEMA,
+            read_only=False,
+            handler=lambda arguments: _record(project, arguments),
+        ),
         *(
             _tool(
                 name,
@@ -216,6 +225,12 @@ def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
         return service.get_protocol(arguments["id"])
     filters = {key: arguments.get(key) for key in OPERATION_FIELDS["list"]}
     return {"protocols": service.list_protocols(**filters)}
+
+
+def _record(project: IthacaProject, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``record {entries}``: the delivery service checks the request against the schema."""
+    check_text(arguments)
+    return project.delivery.record(arguments)
 
 
 def _dispatch(service: Any, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""The delivery service: the one path the MCP ``record`` tool, the CLI and Python take.
+
+Opening the service settles recoverable units left by processes that died mid-write
+(reference §3.5): their files are rolled back, or their post-commit work finished,
+before anything new is written. Hooks never open it (they never recover or migrate).
+Later delivery tools (``context``, ``checkpoint``, ``archive``, ``doctor``) join this
+class and reuse its ``units``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ithaca.delivery import record
+from ithaca.delivery.units import Units
+from ithaca.kernel.project import Project
+from ithaca.kernel.store import Store
+
+
+class DeliveryService:
+    """Durable delivery state of one project."""
+
+    def __init__(self, project: Project, store: Store, config: dict[str, Any]):
+        self.project = project
+        self.store = store
+        self.config = config
+        self.units = Units(project, store)
+        self.recovered = self.units.recover_dead()
+
+    def record(self, arguments: Any) -> dict[str, Any]:
+        """``record {entries: [...]}`` → ``{results, journal_seq, diagnostics}``."""
+        entries = record.parse(arguments)
+        return record.run(self.store, self.project, self.units, entries)

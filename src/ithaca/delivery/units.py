@@ -1,0 +1,337 @@
+"""Recoverable units: tracked files and their rows land together or not at all (§3.5).
+
+A unit that writes tracked files runs in four steps, so that no crash can leave a file
+the database does not know, or a row whose file is missing:
+
+1. **T1** records an intent (``delivery_fs_intents``, ``pending``): each target's path,
+   the digest it will have, the digest it had, and where a copy of the old file goes
+   (``.runtime/recovery/<intent>/<n>``). A pending intent also locks its paths: a second
+   unit naming one waits until the first is settled.
+2. Outside any transaction: the old files are still as the plan saw them (else the plan
+   is stale and is prepared again), copies are taken, the new files are written with the
+   kernel's atomic writer.
+3. **T2** re-checks the idempotency key, runs the action's commit (its own re-checks, its
+   rows, its journal events), registers the files with their digests, stores the key's
+   answer and marks the intent ``committed``.
+4. Post-commit work, then ``done``: today that is dropping the copies; the team ledger
+   will publish here.
+
+A failure before T2 commits restores the files at once (a file bearing the new digest is
+deleted, or replaced by its copy) and forgets the intent, so an error writes nothing. A
+process that dies instead leaves its intent ``pending``; the next service to open the
+project (``recover_dead``) finds the owner gone (pid missing, or its start time differs)
+and rolls the files back the same way, or, for a ``committed`` intent, finishes the
+post-commit work. Files whose bytes would not change are not rewritten, so a target's
+new digest always differs from its old one and "bears the new digest" means "we wrote
+it". No file is read or written while a write transaction is open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ithaca.delivery import processes, registry
+from ithaca.delivery.contract import Diagnostic
+from ithaca.kernel import canon, clock, ids, journal
+from ithaca.kernel.errors import Conflict, IthacaError
+from ithaca.kernel.files import remove_confined, write_atomic
+from ithaca.kernel.project import Project
+from ithaca.kernel.store import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+# How long a unit waits for another live unit holding one of its paths.
+PATH_WAIT_S = 30.0
+RECOVERY_FOLDER = "recovery"
+
+
+@dataclass(frozen=True)
+class TrackedWrite:
+    """One tracked file a unit writes; ``path`` is relative to the state root."""
+
+    path: str
+    data: bytes
+    kind: str
+    scope_type: str
+    scope_id: str | None
+
+    @property
+    def digest(self) -> str:
+        return canon.digest_bytes(self.data)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an action's commit returns: its result and the last journal seq it wrote."""
+
+    result: dict[str, Any]
+    journal_seq: int | None
+
+
+@dataclass
+class Plan:
+    """A prepared action: the files it writes and the commit that runs inside T2.
+
+    ``commit`` re-checks what the plan was based on and raises ``Stale`` when that moved,
+    so the caller prepares again from the new state.
+    """
+
+    op: str
+    commit: Callable[[sqlite3.Connection], Outcome]
+    writes: tuple[TrackedWrite, ...] = ()
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+class Stale(Exception):
+    """What a plan was based on changed before it could commit; prepare it again."""
+
+
+class KeyGuard(Protocol):
+    """The idempotency check a unit runs in its transactions (``idempotency.Guard``)."""
+
+    def check(self, conn: sqlite3.Connection) -> None: ...
+
+    def seal(self, conn: sqlite3.Connection, answer: dict[str, Any]) -> None: ...
+
+
+class Units:
+    """Runs plans as recoverable units in one project, and recovers dead owners' units."""
+
+    def __init__(self, project: Project, store: Store):
+        self.state_root = project.state_root
+        self.runtime = project.runtime
+        self.store = store
+
+    # --- running ------------------------------------------------------------------------
+
+    def run(self, plan: Plan, guard: KeyGuard | None) -> dict[str, Any]:
+        """Commit ``plan``; returns the answer ``{result, diagnostics, journal_seq}``."""
+        changed = []
+        for write in plan.writes:
+            before = registry.file_digest(self.state_root, write.path)
+            if before != write.digest:
+                changed.append((write, before))
+        if not changed:
+            with self.store.write() as conn:
+                return _commit(conn, plan, guard)
+        intent = self._begin(plan.op, changed, guard)
+        try:
+            self._write_files(intent, [write for write, _ in changed])
+            with self.store.write() as conn:
+                answer = _commit(conn, plan, guard)
+                _set_status(conn, intent["id"], "committed")
+        except BaseException:
+            self._abandon(intent)
+            raise
+        self._finish(intent)
+        return answer
+
+    def _begin(
+        self, op: str, changed: list[tuple[TrackedWrite, str | None]], guard: KeyGuard | None
+    ) -> dict[str, Any]:
+        """T1: record the intent, once no live unit holds one of its paths."""
+        intent_id = ids.new("int")
+        targets = [
+            {
+                "path": write.path,
+                "expected": write.digest,
+                "previous": before,
+                "copy": None if before is None else f"{RECOVERY_FOLDER}/{intent_id}/{index}",
+            }
+            for index, (write, before) in enumerate(changed)
+        ]
+        paths = {write.path for write, _ in changed}
+        pid, start = processes.current_owner()
+        deadline = time.monotonic() + PATH_WAIT_S
+        delay = 0.05
+        while True:
+            with self.store.write() as conn:
+                if guard is not None:
+                    guard.check(conn)
+                blockers = _pending_on(conn, paths)
+                if not blockers:
+                    now = clock.now()
+                    conn.execute(
+                        "INSERT INTO delivery_fs_intents (id, op, status, owner_pid, owner_start,"
+                        " steps, created_at, updated_at) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?)",
+                        (
+                            intent_id,
+                            op,
+                            pid,
+                            start,
+                            canon.canonical_text({"targets": targets}),
+                            now,
+                            now,
+                        ),
+                    )
+                    return {"id": intent_id, "op": op, "targets": targets}
+            dead = [row for row in blockers if not processes.is_alive(row[3], row[4])]
+            for row in dead:
+                self._recover(row)
+            if len(dead) == len(blockers):
+                continue
+            if time.monotonic() >= deadline:
+                raise Conflict(
+                    "STORE_BUSY",
+                    "another writer kept these files busy; try again",
+                    {"paths": sorted(paths)},
+                )
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 2.0)
+
+    def _write_files(self, intent: dict[str, Any], writes: list[TrackedWrite]) -> None:
+        """Step 2: check the old bytes are still the planned ones, copy them, write."""
+        olds = []
+        for target in intent["targets"]:
+            old = registry.read_bytes(self.state_root, target["path"])
+            if (None if old is None else canon.digest_bytes(old)) != target["previous"]:
+                raise Stale(target["path"])
+            olds.append(old)
+        for target, write, old in zip(intent["targets"], writes, olds, strict=True):
+            if old is not None:
+                write_atomic(self.runtime, target["copy"], old)
+            write_atomic(self.state_root, write.path, write.data)
+
+    def _abandon(self, intent: dict[str, Any]) -> None:
+        """Undo a unit that failed in this process, and forget its intent."""
+        try:
+            self._restore(intent["targets"])
+            with self.store.write() as conn:
+                conn.execute("DELETE FROM delivery_fs_intents WHERE id = ?", (intent["id"],))
+            self._drop_copies(intent["id"])
+        except (OSError, IthacaError):
+            pass  # the intent stays pending; recovery finishes it once this process is gone
+
+    def _finish(self, intent: dict[str, Any]) -> None:
+        """Step 4, after the effect committed: a failure here is left to recovery."""
+        try:
+            self._drop_copies(intent["id"])
+            with self.store.write() as conn:
+                _set_status(conn, intent["id"], "done")
+        except (OSError, IthacaError):
+            pass
+
+    # --- recovery -------------------------------------------------------------------------
+
+    def recover_dead(self) -> list[dict[str, Any]]:
+        """Settle every unit whose owner died; returns what was done to each."""
+        rows = (
+            self.store.connection()
+            .execute(
+                "SELECT id, op, status, owner_pid, owner_start, steps FROM delivery_fs_intents"
+                " WHERE status IN ('pending', 'committed') ORDER BY created_at, id"
+            )
+            .fetchall()
+        )
+        settled = []
+        for row in rows:
+            if not processes.is_alive(row[3], row[4]):
+                found = self._recover(row)
+                if found is not None:
+                    settled.append(found)
+        return settled
+
+    def _recover(self, row: tuple[Any, ...]) -> dict[str, Any] | None:
+        intent_id, op, status, _pid, _start, steps = row
+        targets = json.loads(steps)["targets"]
+        if status == "pending":
+            self._restore(targets)
+        outcome = "rolled_back" if status == "pending" else "done"
+        with self.store.write() as conn:
+            moved = conn.execute(
+                "UPDATE delivery_fs_intents SET status = ?, updated_at = ?"
+                " WHERE id = ? AND status = ?",
+                (outcome, clock.now(), intent_id, status),
+            ).rowcount
+            if not moved:
+                return None  # another process settled it first
+            kind = "delivery.intent_rolled_back" if status == "pending" else "delivery.intent_done"
+            journal.append(
+                conn,
+                actor="system",
+                kind=kind,
+                subject=intent_id,
+                payload={"intent": intent_id, "op": op, "paths": [t["path"] for t in targets]},
+            )
+        self._drop_copies(intent_id)
+        return {"intent": intent_id, "op": op, "was": status, "now": outcome}
+
+    def _restore(self, targets: list[dict[str, Any]]) -> None:
+        """Put back every target this unit wrote: its copy, or nothing if it was new."""
+        for target in targets:
+            path = target["path"]
+            if registry.file_digest(self.state_root, path) != target["expected"]:
+                continue  # never written by this unit (or already restored)
+            if target["previous"] is None:
+                remove_confined(self.state_root, path)
+                self._prune_empty_folders(path)
+                continue
+            copy = registry.read_bytes(self.runtime, target["copy"])
+            if copy is not None and canon.digest_bytes(copy) == target["previous"]:
+                write_atomic(self.state_root, path, copy)
+
+    def _prune_empty_folders(self, path: str) -> None:
+        """Remove the folders a rolled-back new file leaves empty (a change folder, say)."""
+        parts = path.split("/")[:-1]
+        while parts:
+            try:
+                os.rmdir(os.path.join(self.state_root, *parts))
+            except OSError:
+                return
+            parts.pop()
+
+    def _drop_copies(self, intent_id: str) -> None:
+        shutil.rmtree(os.path.join(self.runtime, RECOVERY_FOLDER, intent_id), ignore_errors=True)
+
+
+def _commit(conn: sqlite3.Connection, plan: Plan, guard: KeyGuard | None) -> dict[str, Any]:
+    """T2's body: key re-check, the action's commit, file registration, the key's answer."""
+    if guard is not None:
+        guard.check(conn)
+    outcome = plan.commit(conn)
+    for write in plan.writes:
+        registry.register(
+            conn, write.path, write.digest, write.kind, write.scope_type, write.scope_id
+        )
+    answer = {
+        "result": outcome.result,
+        "diagnostics": plan.diagnostics,
+        "journal_seq": outcome.journal_seq,
+    }
+    if guard is not None:
+        guard.seal(conn, answer)
+    return answer
+
+
+def _pending_on(conn: sqlite3.Connection, paths: set[str]) -> list[tuple[Any, ...]]:
+    """Pending intents that name one of ``paths``."""
+    rows = conn.execute(
+        "SELECT id, op, status, owner_pid, owner_start, steps FROM delivery_fs_intents"
+        " WHERE status = 'pending'"
+    ).fetchall()
+    return [
+        row
+        for row in rows
+        if any(target["path"] in paths for target in json.loads(row[5])["targets"])
+    ]
+
+
+def _set_status(conn: sqlite3.Connection, intent_id: str, status: str) -> None:
+    conn.execute(
+        "UPDATE delivery_fs_intents SET status = ?, updated_at = ? WHERE id = ?",
+        (status, clock.now(), intent_id),
+    )
+
+
+def unchanged(op: str, result: dict[str, Any], diagnostics: list[Diagnostic]) -> Plan:
+    """A plan that changes nothing and writes no event; its key still records the answer."""
+    return Plan(op, lambda conn: Outcome({**result, "unchanged": True}, None), (), diagnostics)
