@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from ithaca.cli import (
+    archive,
     demo,
     hook,
     install,
@@ -48,6 +49,7 @@ for command in (
     ulysses.group,
     knowledge.group,
     record.record,
+    archive.archive,
     install.install,
     install.uninstall,
     mcp_command.mcp,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.delivery import record
+from ithaca.delivery import archive, record
 from ithaca.delivery.units import Units
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
@@ -31,3 +31,7 @@ class DeliveryService:
         """``record {entries: [...]}`` → ``{results, journal_seq, diagnostics}``."""
         entries = record.parse(arguments)
         return record.run(self.store, self.project, self.units, entries)
+
+    def archive(self, arguments: Any) -> dict[str, Any]:
+        """``archive {change_id, payload, idempotency_key}`` (reference §10)."""
+        return archive.archive(self.project, self.store, self.config, arguments)

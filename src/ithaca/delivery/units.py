@@ -16,6 +16,13 @@ the database does not know, or a row whose file is missing:
 4. Post-commit work, then ``done``: today that is dropping the copies; the team ledger
    will publish here.
 
+A unit may also move folders (``Rename``: archiving moves a change folder). The moves
+happen in step 2 before any file is written, so every target names its final place;
+they are recorded in the intent, and rolling back restores the files first, then moves
+each folder back. A rename never replaces an existing folder, stays on one filesystem
+and fsyncs both parent folders. A pending intent locks the moved folders (and every
+path under them) like it locks its files.
+
 A failure before T2 commits restores the files at once (a file bearing the new digest is
 deleted, or replaced by its copy) and forgets the intent, so an error writes nothing. A
 process that dies instead leaves its intent ``pending``; the next service to open the
@@ -28,10 +35,12 @@ it". No file is read or written while a write transaction is open.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +49,7 @@ from typing import Any, Protocol
 from ithaca.delivery import processes, registry
 from ithaca.delivery.contract import Diagnostic
 from ithaca.kernel import canon, clock, ids, journal
-from ithaca.kernel.errors import Conflict, IthacaError
+from ithaca.kernel.errors import Conflict, InvalidInput, IthacaError
 from ithaca.kernel.files import remove_confined, write_atomic
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
@@ -70,6 +79,14 @@ class TrackedWrite:
 
 
 @dataclass(frozen=True)
+class Rename:
+    """A folder a unit moves; both paths relative to the state root, on one filesystem."""
+
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What an action's commit returns: its result and the last journal seq it wrote."""
 
@@ -89,6 +106,7 @@ class Plan:
     commit: Callable[[sqlite3.Connection], Outcome]
     writes: tuple[TrackedWrite, ...] = ()
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    renames: tuple[Rename, ...] = ()
 
 
 class Stale(Exception):
@@ -117,14 +135,16 @@ class Units:
         """Commit ``plan``; returns the answer ``{result, diagnostics, journal_seq}``."""
         changed = []
         for write in plan.writes:
-            before = registry.file_digest(self.state_root, write.path)
+            now_at = _before_renames(write.path, plan.renames)
+            before = registry.file_digest(self.state_root, now_at)
             if before != write.digest:
                 changed.append((write, before))
-        if not changed:
+        if not changed and not plan.renames:
             with self.store.write() as conn:
                 return _commit(conn, plan, guard)
-        intent = self._begin(plan.op, changed, guard)
+        intent = self._begin(plan.op, changed, guard, plan.renames)
         try:
+            self._move(intent["renames"])
             self._write_files(intent, [write for write, _ in changed])
             with self.store.write() as conn:
                 answer = _commit(conn, plan, guard)
@@ -136,7 +156,11 @@ class Units:
         return answer
 
     def _begin(
-        self, op: str, changed: list[tuple[TrackedWrite, str | None]], guard: KeyGuard | None
+        self,
+        op: str,
+        changed: list[tuple[TrackedWrite, str | None]],
+        guard: KeyGuard | None,
+        renames: tuple[Rename, ...] = (),
     ) -> dict[str, Any]:
         """T1: record the intent, once no live unit holds one of its paths."""
         intent_id = ids.new("int")
@@ -149,7 +173,12 @@ class Units:
             }
             for index, (write, before) in enumerate(changed)
         ]
+        moves = [{"source": move.source, "target": move.target} for move in renames]
         paths = {write.path for write, _ in changed}
+        paths |= {move.source for move in renames} | {move.target for move in renames}
+        steps: dict[str, Any] = {"targets": targets}
+        if moves:
+            steps["renames"] = moves
         pid, start = processes.current_owner()
         deadline = time.monotonic() + PATH_WAIT_S
         delay = 0.05
@@ -168,12 +197,12 @@ class Units:
                             op,
                             pid,
                             start,
-                            canon.canonical_text({"targets": targets}),
+                            canon.canonical_text(steps),
                             now,
                             now,
                         ),
                     )
-                    return {"id": intent_id, "op": op, "targets": targets}
+                    return {"id": intent_id, "op": op, "targets": targets, "renames": moves}
             dead = [row for row in blockers if not processes.is_alive(row[3], row[4])]
             for row in dead:
                 self._recover(row)
@@ -201,10 +230,52 @@ class Units:
                 write_atomic(self.runtime, target["copy"], old)
             write_atomic(self.state_root, write.path, write.data)
 
+    def _move(self, renames: list[dict[str, str]]) -> None:
+        """Step 2, first part: move each folder, never over an existing one."""
+        for move in renames:
+            if not self._rename(move["source"], move["target"]):
+                raise Stale(move["source"])
+
+    def _rename(self, source: str, target: str) -> bool:
+        """Move the folder ``source`` to ``target`` (both under the state root) and fsync
+        both parents; False when ``source`` is no folder or ``target`` exists."""
+        source_parts, target_parts = source.split("/"), target.split("/")
+        source_fd = _open_folders(self.state_root, source_parts[:-1], create=False)
+        if source_fd is None:
+            return False
+        try:
+            if _kind(source_fd, source_parts[-1]) != stat.S_IFDIR:
+                return False
+            target_fd = _open_folders(self.state_root, target_parts[:-1], create=True)
+            assert target_fd is not None
+            try:
+                if _kind(target_fd, target_parts[-1]) is not None:
+                    return False
+                os.rename(
+                    source_parts[-1],
+                    target_parts[-1],
+                    src_dir_fd=source_fd,
+                    dst_dir_fd=target_fd,
+                )
+                os.fsync(target_fd)
+                os.fsync(source_fd)
+            finally:
+                os.close(target_fd)
+        finally:
+            os.close(source_fd)
+        return True
+
+    def _move_back(self, renames: list[dict[str, str]]) -> None:
+        """Undo the moves a unit made (those it did not make are left alone)."""
+        for move in reversed(renames):
+            if self._rename(move["target"], move["source"]):
+                self._prune_empty_folders(move["target"])
+
     def _abandon(self, intent: dict[str, Any]) -> None:
         """Undo a unit that failed in this process, and forget its intent."""
         try:
-            self._restore(intent["targets"])
+            self._restore(intent["targets"], intent["renames"])
+            self._move_back(intent["renames"])
             with self.store.write() as conn:
                 conn.execute("DELETE FROM delivery_fs_intents WHERE id = ?", (intent["id"],))
             self._drop_copies(intent["id"])
@@ -242,9 +313,11 @@ class Units:
 
     def _recover(self, row: tuple[Any, ...]) -> dict[str, Any] | None:
         intent_id, op, status, _pid, _start, steps = row
-        targets = json.loads(steps)["targets"]
+        parsed = json.loads(steps)
+        targets, renames = parsed["targets"], parsed.get("renames", [])
         if status == "pending":
-            self._restore(targets)
+            self._restore(targets, renames)
+            self._move_back(renames)
         outcome = "rolled_back" if status == "pending" else "done"
         with self.store.write() as conn:
             moved = conn.execute(
@@ -255,34 +328,40 @@ class Units:
             if not moved:
                 return None  # another process settled it first
             kind = "delivery.intent_rolled_back" if status == "pending" else "delivery.intent_done"
-            journal.append(
-                conn,
-                actor="system",
-                kind=kind,
-                subject=intent_id,
-                payload={"intent": intent_id, "op": op, "paths": [t["path"] for t in targets]},
-            )
+            payload: dict[str, Any] = {
+                "intent": intent_id,
+                "op": op,
+                "paths": [target["path"] for target in targets],
+            }
+            if renames:
+                payload["renames"] = renames
+            journal.append(conn, actor="system", kind=kind, subject=intent_id, payload=payload)
         self._drop_copies(intent_id)
         return {"intent": intent_id, "op": op, "was": status, "now": outcome}
 
-    def _restore(self, targets: list[dict[str, Any]]) -> None:
-        """Put back every target this unit wrote: its copy, or nothing if it was new."""
+    def _restore(
+        self, targets: list[dict[str, Any]], renames: list[dict[str, str]] | None = None
+    ) -> None:
+        """Put back every target this unit wrote: its copy, or nothing if it was new.
+        Folders the unit moved are kept, even emptied, so they can be moved back."""
+        keep = {move["target"] for move in renames or []}
         for target in targets:
             path = target["path"]
             if registry.file_digest(self.state_root, path) != target["expected"]:
                 continue  # never written by this unit (or already restored)
             if target["previous"] is None:
                 remove_confined(self.state_root, path)
-                self._prune_empty_folders(path)
+                self._prune_empty_folders(path, keep)
                 continue
             copy = registry.read_bytes(self.runtime, target["copy"])
             if copy is not None and canon.digest_bytes(copy) == target["previous"]:
                 write_atomic(self.state_root, path, copy)
 
-    def _prune_empty_folders(self, path: str) -> None:
-        """Remove the folders a rolled-back new file leaves empty (a change folder, say)."""
+    def _prune_empty_folders(self, path: str, keep: set[str] | None = None) -> None:
+        """Remove the folders a rolled-back new file leaves empty (a change folder, say),
+        up to (not including) any folder in ``keep``."""
         parts = path.split("/")[:-1]
-        while parts:
+        while parts and "/".join(parts) not in (keep or set()):
             try:
                 os.rmdir(os.path.join(self.state_root, *parts))
             except OSError:
@@ -313,16 +392,72 @@ def _commit(conn: sqlite3.Connection, plan: Plan, guard: KeyGuard | None) -> dic
 
 
 def _pending_on(conn: sqlite3.Connection, paths: set[str]) -> list[tuple[Any, ...]]:
-    """Pending intents that name one of ``paths``."""
+    """Pending intents that name one of ``paths``, or a folder holding one, or a path
+    inside one of them (a moved folder locks everything under it)."""
     rows = conn.execute(
         "SELECT id, op, status, owner_pid, owner_start, steps FROM delivery_fs_intents"
         " WHERE status = 'pending'"
     ).fetchall()
-    return [
-        row
-        for row in rows
-        if any(target["path"] in paths for target in json.loads(row[5])["targets"])
-    ]
+    return [row for row in rows if any(_overlaps(theirs, paths) for theirs in _locked(row[5]))]
+
+
+def _locked(steps: str) -> set[str]:
+    """Every path an intent's steps hold: its targets and both ends of its moves."""
+    parsed = json.loads(steps)
+    found = {target["path"] for target in parsed["targets"]}
+    for move in parsed.get("renames", []):
+        found |= {move["source"], move["target"]}
+    return found
+
+
+def _overlaps(path: str, paths: set[str]) -> bool:
+    return any(
+        path == other or path.startswith(other + "/") or other.startswith(path + "/")
+        for other in paths
+    )
+
+
+def _before_renames(path: str, renames: tuple[Rename, ...]) -> str:
+    """Where the file a unit will have at ``path`` lies before its folders move."""
+    for move in renames:
+        if path.startswith(move.target + "/"):
+            return move.source + path[len(move.target) :]
+    return path
+
+
+def _open_folders(root: str, folders: list[str], *, create: bool) -> int | None:
+    """A descriptor of ``root/folders…`` walked without following symlinks (made when
+    ``create``); None when a folder is missing. A symlink on the way is ``PATH_UNSAFE``."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for name in folders:
+        try:
+            if create and _kind(fd, name) is None:
+                os.mkdir(name, dir_fd=fd)
+            child = os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise InvalidInput(
+                    "PATH_UNSAFE",
+                    f"{'/'.join(folders)} passes through a symlink or a file",
+                    {"path": "/".join(folders)},
+                ) from exc
+            raise
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def _kind(folder_fd: int, name: str) -> int | None:
+    """The file type of ``name`` in the folder (not following a symlink), None if absent."""
+    try:
+        return stat.S_IFMT(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return None
 
 
 def _set_status(conn: sqlite3.Connection, intent_id: str, status: str) -> None:

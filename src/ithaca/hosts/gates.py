@@ -11,4 +11,5 @@ GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ithaca.kernel.guard", ("PreToolUse",)),
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
     ("ithaca.ulysses.gate", ("SessionStart", "PreToolUse")),
+    ("ithaca.delivery.gate", ("SessionStart", "PreCompact", "PreToolUse")),
 )

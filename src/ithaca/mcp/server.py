@@ -32,6 +32,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from ithaca import __version__
 from ithaca.app import IthacaProject, open_project
+from ithaca.delivery.archive import ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA
 from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 from ithaca.kernel.errors import IthacaError, invalid_field
 from ithaca.mcp import debugging
@@ -131,6 +132,12 @@ OPERATION_FIELDS = {
 OPERATION_REQUIRES = {"get": "id", "explain": "eventId"}
 COMMON_FIELDS = frozenset({"operation", "session"})
 
+# Delivery's tools: (name = DeliveryService method, title, description, schema, read-only).
+DELIVERY_TOOLS: tuple[tuple[str, str, str, dict[str, Any], bool], ...] = (
+    ("record", "Record delivery state", RECORD_DESCRIPTION, RECORD_SCHEMA, False),
+    ("archive", "Archive a finished change", ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA, False),
+)
+
 
 def build_server(project_path: str) -> MCPServer:
     """An MCP server for the project at ``project_path``, opened (and migrated) now."""
@@ -162,13 +169,16 @@ def build_server(project_path: str) -> MCPServer:
             read_only=True,
             handler=lambda arguments: read_protocols(service, arguments),
         ),
-        _tool(
-            "record",
-            title="Record delivery state",
-            description=RECORD_DESCRIPTION,
-            schema=RECORD_SCHEMA,
-            read_only=False,
-            handler=lambda arguments: _record(project, arguments),
+        *(
+            _tool(
+                name,
+                title=title,
+                description=description,
+                schema=schema,
+                read_only=read_only,
+                handler=partial(_delivery, project, name),
+            )
+            for name, title, description, schema, read_only in DELIVERY_TOOLS
         ),
         *(
             _tool(
@@ -227,10 +237,11 @@ def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
     return {"protocols": service.list_protocols(**filters)}
 
 
-def _record(project: IthacaProject, arguments: dict[str, Any]) -> dict[str, Any]:
-    """``record {entries}``: the delivery service checks the request against the schema."""
+def _delivery(project: IthacaProject, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A delivery tool: the service method of the same name checks the request."""
     check_text(arguments)
-    return project.delivery.record(arguments)
+    answer: dict[str, Any] = getattr(project.delivery, tool)(arguments)
+    return answer
 
 
 def _dispatch(service: Any, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,311 @@
+"""Delivery inside host hooks (reference §12): breadcrumb, compaction snapshot, managed files.
+
+SessionStart: when there is active work (an open change, or a file intent waiting for
+recovery) the agent gets a short breadcrumb naming the change, its current task, the
+latest checkpoint of each stage, the decisions and what needs attention. A compacted
+session whose state database cannot be read falls back to the snapshot its PreCompact
+hook left.
+
+PreCompact: the breadcrumb, with the change and task it names, is written to
+``.runtime/recovery/precompact-<host session>.json``. Deciding never writes: the file is
+written in the dispatcher's commit phase (``commit``).
+
+PreToolUse: the kernel guard already denies every agent write under ``.ithaca/``; this
+gate adds, for delivery's managed files, which file it is and which tool changes it. It
+denies with the same effect, so the host sees both reasons. Bash is judged command by
+command: a command naming a managed file, as a write target or any argument, is denied
+unless it is read-only or a Git operation that merges or records (the merge driver keeps
+the ledger whole).
+
+Reads are SQL with ``json_extract``; the module imports only the standard library, the
+kernel and the standard-library-only breadcrumb renderer.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ithaca.delivery import breadcrumb
+from ithaca.kernel import lightjson
+from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+from ithaca.kernel.project import STATE_DIR_NAME
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    from typing import Any
+
+    from ithaca.kernel.call import Call, SimpleCommand
+
+EVENTS = ("SessionStart", "PreCompact", "PreToolUse")
+NAME = "delivery"
+RECOVERY_FOLDER = "recovery"
+STAGES = ("research", "plan", "dev", "test", "review", "deliver")
+SNAPSHOT_NOTE = (
+    "(From the snapshot taken before compaction: the state database could not be read;"
+    " run `ithaca doctor`.)"
+)
+# Git operations that may touch managed files: merges run the ledger's merge driver,
+# and staging or committing changes no file in the checkout.
+GIT_PASSING = frozenset({"merge", "pull", "rebase", "add", "commit"})
+_GIT_GLOBAL_VALUES = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
+
+_CHANGE = (
+    "SELECT id, kind, status FROM delivery_changes"
+    " WHERE status IN ('active', 'blocked', 'ready')"
+    " ORDER BY CASE status WHEN 'active' THEN 0 WHEN 'blocked' THEN 1 ELSE 2 END,"
+    " created_at DESC, id DESC LIMIT 1"
+)
+_TASK = (
+    "SELECT id, json_extract(contract, '$.title'), status FROM delivery_tasks"
+    " WHERE change_id = ? AND status IN ('in_progress', 'blocked', 'pending')"
+    " ORDER BY CASE status WHEN 'in_progress' THEN 0 WHEN 'blocked' THEN 1 ELSE 2 END,"
+    " updated_at DESC, id LIMIT 1"
+)
+# The newest draft or accepted checkpoint of each stage; a draft without a revision of
+# its own is shown as the revision it would become.
+_CHECKPOINTS = (
+    "SELECT stage, status, coalesce(revision, (SELECT max(prior.revision) + 1"
+    " FROM delivery_checkpoints AS prior WHERE prior.stage = c.stage"
+    " AND prior.scope_type = 'change' AND prior.scope_id = c.scope_id), 1)"
+    " FROM delivery_checkpoints AS c WHERE scope_type = 'change' AND scope_id = ?"
+    " AND status IN ('draft', 'accepted') ORDER BY updated_at, id"
+)
+# Decisions in force for the change: its own and the baseline's, not superseded.
+_DECISIONS = (
+    "SELECT status, count(*) FROM delivery_decisions AS d"
+    " WHERE (scope_type = 'baseline' OR scope_id = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM delivery_decisions AS s WHERE s.supersedes_id = d.id)"
+    " GROUP BY status"
+)
+_RECOVERY = "SELECT 1 FROM delivery_fs_intents WHERE status IN ('pending', 'committed') LIMIT 1"
+_CIRCUIT = "SELECT open FROM delivery_circuits WHERE task_id = ?"
+
+
+def decide(call: Call | None, ctx: GateContext) -> Opinion:
+    if ctx.project is None:
+        return ABSTAIN
+    if ctx.event == "SessionStart":
+        return _session_start(ctx)
+    if ctx.event == "PreCompact":
+        _prepare_snapshot(ctx)
+        return ABSTAIN
+    if ctx.event == "PreToolUse" and call is not None:
+        return _managed_files(call, ctx)
+    return ABSTAIN
+
+
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
+    """Write the PreCompact snapshot prepared by ``decide``.
+
+    It runs inside the dispatcher's write transaction but touches no table: the file is
+    written atomically by the kernel's file helper, and a failure surfaces as the
+    dispatcher's commit error, which never blocks a compaction.
+    """
+    snapshot = ctx.scratch.get(NAME)
+    if ctx.event != "PreCompact" or snapshot is None or ctx.project is None:
+        return None
+    from ithaca.kernel.files import write_atomic
+
+    write_atomic(
+        ctx.project.runtime,
+        f"{RECOVERY_FOLDER}/{snapshot_name(snapshot['host_session_id'])}",
+        lightjson.dumps(snapshot, sort_keys=True, ensure_ascii=False) + "\n",
+        mode=0o600,
+    )
+    return None
+
+
+def snapshot_name(host_session_id: str) -> str:
+    return f"precompact-{host_session_id}.json"
+
+
+def read_summary(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """The breadcrumb summary (see ``breadcrumb``), or None when there is no active work."""
+    recovery_pending = conn.execute(_RECOVERY).fetchone() is not None
+    row = conn.execute(_CHANGE).fetchone()
+    if row is None and not recovery_pending:
+        return None
+    attention = ["RECOVERY_PENDING"] if recovery_pending else []
+    summary: dict[str, Any] = {
+        "change": None,
+        "task": None,
+        "session": None,
+        "checkpoints": [],
+        "decisions": {"accepted": 0, "deferred": 0},
+        "attention": attention,
+    }
+    if row is None:
+        return summary
+    change_id = row[0]
+    summary["change"] = {"id": change_id, "kind": row[1], "status": row[2]}
+    task = conn.execute(_TASK, (change_id,)).fetchone()
+    if task is not None:
+        summary["task"] = {"id": task[0], "title": task[1], "status": task[2]}
+        circuit = conn.execute(_CIRCUIT, (task[0],)).fetchone()
+        if circuit is not None and circuit[0]:
+            attention.append("CIRCUIT_OPEN")
+    latest = {
+        stage: (status, revision)
+        for stage, status, revision in conn.execute(_CHECKPOINTS, (change_id,))
+    }
+    summary["checkpoints"] = [
+        {"stage": stage, "revision": latest[stage][1], "status": latest[stage][0]}
+        for stage in STAGES
+        if stage in latest
+    ]
+    counts = dict(conn.execute(_DECISIONS, (change_id,)).fetchall())
+    summary["decisions"] = {
+        "accepted": counts.get("accepted", 0),
+        "deferred": counts.get("deferred", 0),
+    }
+    if summary["decisions"]["deferred"]:
+        attention.append("DECISION_DEFERRED")
+    return summary
+
+
+def _session_start(ctx: GateContext) -> Opinion:
+    try:
+        if ctx.conn is None:
+            raise LookupError("no state database")
+        summary = read_summary(ctx.conn)
+    except Exception:  # noqa: BLE001 - any unreadable state: the snapshot, else silence
+        if ctx.payload.get("source") != "compact":
+            return ABSTAIN
+        return _from_snapshot(ctx)
+    if summary is None:
+        return ABSTAIN
+    return Opinion("allow", context=breadcrumb.render(summary))
+
+
+def _from_snapshot(ctx: GateContext) -> Opinion:
+    if ctx.project is None or ctx.session_id is None:
+        return ABSTAIN
+    path = os.path.join(ctx.project.runtime, RECOVERY_FOLDER, snapshot_name(ctx.session_id))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            snapshot = lightjson.loads(handle.read())
+    except (OSError, ValueError):
+        return ABSTAIN
+    text = snapshot.get("breadcrumb") if isinstance(snapshot, dict) else None
+    if not isinstance(text, str) or snapshot.get("host_session_id") != ctx.session_id:
+        return ABSTAIN
+    return Opinion("allow", context=breadcrumb.with_note(text, SNAPSHOT_NOTE))
+
+
+def _prepare_snapshot(ctx: GateContext) -> None:
+    """What ``commit`` writes; nothing when the host session or the state is unknown."""
+    if ctx.session_id is None or ctx.conn is None:
+        return
+    try:
+        summary = read_summary(ctx.conn)
+    except Exception:  # noqa: BLE001 - an unreadable store leaves the last snapshot alone
+        return
+    change = (summary or {}).get("change") or {}
+    task = (summary or {}).get("task") or {}
+    ctx.scratch[NAME] = {
+        "host_session_id": ctx.session_id,
+        "change_id": change.get("id"),
+        "task_id": task.get("id"),
+        "session_id": None,  # execution sessions arrive with the `session` tool
+        "envelope_digest": None,
+        "breadcrumb": None if summary is None else breadcrumb.render(summary),
+    }
+
+
+# ---- managed files -------------------------------------------------------------------
+
+
+def managed_reason(relpath: str, shown: str) -> str | None:
+    """Why the file at ``relpath`` (POSIX, relative to the state root) is Ithaca's to
+    write and which tool changes it; None for paths delivery does not manage."""
+    parts = relpath.split("/")
+    if relpath == "tasks/tasks.json":
+        return (
+            f"Ithaca delivery: {shown} is the team ledger; tasks change through `record`"
+            " and the ledger only through the `sync` tool (`ithaca sync`)."
+        )
+    if parts[:2] == ["changes", "archive"]:
+        return f"Ithaca delivery: {shown} belongs to an archived change, which is immutable."
+    decision_folder = parts[:2] == ["decisions", "baseline"] or (
+        parts[:2] == ["changes", "active"] and len(parts) >= 4 and parts[3] == "decisions"
+    )
+    if decision_folder:
+        return (
+            f"Ithaca delivery: {shown} holds Decision Records, written once by `record`"
+            " decision (accept or defer); to change a decision, record one that supersedes it."
+        )
+    if parts[:2] == ["changes", "active"] and len(parts) == 4:
+        if parts[3] in ("plan.json", "plan.md"):
+            return (
+                f"Ithaca delivery: {shown} is written by the `checkpoint` tool when a plan is"
+                " accepted; change the tasks with `record` and accept a new plan checkpoint."
+            )
+        if parts[3] in ("intent.md", "diagnosis.md"):
+            return (
+                f"Ithaca delivery: {shown} is the change contract; change it with `record`"
+                " change_contract (revise)."
+            )
+    return None
+
+
+def _managed_files(call: Call, ctx: GateContext) -> Opinion:
+    if call.tool_class not in ("edit", "shell"):
+        return ABSTAIN
+    targets = list(call.write_targets)
+    if call.tool_class == "shell":
+        targets.extend(_named_paths(call, ctx))
+    reasons: list[str] = []
+    for target in targets:
+        reason = _reason_for(target, ctx)
+        if reason is not None and reason not in reasons:
+            reasons.append(reason)
+    if not reasons:
+        return ABSTAIN
+    return Opinion("deny", "DELIVERY_MANAGED_FILE", "\n".join(reasons))
+
+
+def _reason_for(target: str, ctx: GateContext) -> str | None:
+    assert ctx.project is not None
+    state_root = ctx.project.state_root
+    path = os.path.normpath(os.path.join(ctx.project.root, target))
+    if not path.startswith(state_root.rstrip(os.sep) + os.sep):
+        return None
+    relpath = os.path.relpath(path, state_root).replace(os.sep, "/")
+    shown = f"{os.path.basename(state_root) or STATE_DIR_NAME}/{relpath}"
+    return managed_reason(relpath, shown)
+
+
+def _named_paths(call: Call, ctx: GateContext) -> list[str]:
+    """Every argument of a shell command that may change what it names, as a path the
+    classifier would report; read-only commands and passing Git operations name nothing."""
+    from ithaca.kernel.classify import resolve_target
+    from ithaca.kernel.shell import ParsedShell, is_read_only, ithaca_invocation
+
+    assert ctx.project is not None
+    settings = ctx.config["ulysses"]
+    root = ctx.project.root
+    named: list[str] = []
+    for command in call.commands:
+        if ithaca_invocation(command) is not None or _git_passes(command):
+            continue
+        if is_read_only(
+            ParsedShell((command._replace(redirects=()),)),  # redirects are write targets
+            tests_are_read_only=settings["tests_are_read_only"],
+            extra_read_only=tuple(settings["read_only_commands"]),
+        ):
+            continue
+        for word in command.argv[1:]:
+            if word and not word.startswith("-"):
+                named.append(resolve_target(word, call.cwd, root))
+    return named
+
+
+def _git_passes(command: SimpleCommand) -> bool:
+    if command.program != "git":
+        return False
+    argv = command.argv
+    index = 1
+    while index < len(argv) and argv[index].startswith("-"):
+        index += 2 if argv[index] in _GIT_GLOBAL_VALUES else 1
+    return index < len(argv) and argv[index] in GIT_PASSING
