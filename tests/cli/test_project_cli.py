@@ -126,9 +126,12 @@ def test_doctor_repair_migrates_an_old_schema_after_a_backup(project_dir):
 
     repaired = run("--project", str(project_dir), "doctor", "--repair", "--json")
     later = [migration.name for migration in MIGRATIONS if migration.version > 1]
-    assert json.loads(repaired.output)["repaired"] == later
-    backups = list((project_dir / ".ithaca" / ".runtime" / "backups").glob("*.db"))
-    assert len(backups) == 1
+    report = json.loads(repaired.output)
+    assert report["repaired"] == later
+    assert report["ok"] is True
+    manifests = list((project_dir / ".ithaca" / ".runtime" / "backups").glob("state-*.json"))
+    assert [path.stem for path in manifests] == [Path(report["backup"]["path"]).stem]
+    assert json.loads(manifests[0].read_text())["user_version"] == 1
 
 
 def test_install_and_uninstall_claude_leave_the_users_settings_as_they_were(project_dir):

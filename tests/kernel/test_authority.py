@@ -54,6 +54,11 @@ def test_the_typed_token_on_a_terminal_passes(monkeypatch):
         ("protocols", "approve", "apr_X"),
         ("--project", "/x", "protocols", "approve", "apr_X"),
         ("protocols", "--json", "remove", "team.x"),
+        ("ulysses", "rollback", "checkpoint_1"),
+        ("doctor", "restore", "state-x.db"),
+        ("doctor", "--rebuild"),
+        ("doctor", "--json", "--rebuild"),
+        ("--project", ".", "doctor", "--rebuild=yes"),
     ],
 )
 def test_user_only_commands_are_recognised_wherever_options_stand(argv):
@@ -62,3 +67,5 @@ def test_user_only_commands_are_recognised_wherever_options_stand(argv):
 
 def test_read_commands_are_not_user_only():
     assert user_only_command(("protocols", "list", "--tag", "approve")) is None
+    assert user_only_command(("doctor", "--json")) is None
+    assert user_only_command(("doctor", "--repair")) is None

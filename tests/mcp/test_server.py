@@ -49,11 +49,14 @@ def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client)
         "notebook",
         "ulysses",
         "knowledge",
+        "context",
         "record",
+        "checkpoint",
         "archive",
+        "doctor",
     }
     read_only = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
-    assert read_only == {"protocols", "knowledge"}
+    assert read_only == {"protocols", "knowledge", "context"}
 
 
 def test_load_protocols_schema_requires_the_event_id_and_lists_the_ignored_selector_arguments(

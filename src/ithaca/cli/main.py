@@ -10,6 +10,8 @@ import click
 
 from ithaca.cli import (
     archive,
+    checkpoint,
+    context_command,
     demo,
     hook,
     install,
@@ -48,7 +50,9 @@ for command in (
     notebook.group,
     ulysses.group,
     knowledge.group,
+    context_command.context,
     record.record,
+    checkpoint.checkpoint,
     archive.archive,
     install.install,
     install.uninstall,

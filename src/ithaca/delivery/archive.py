@@ -53,9 +53,8 @@ OPEN_TASK_STATUSES = ("pending", "blocked", "expanded")
 
 _PATH = text(1024)
 ARCHIVE_DESCRIPTION = (
-    "Archive a change into changes/archive/<date>-<id>. payload: summary, and either "
-    "baseline_updates [{target under specs/ or docs/research/, source in the change "
-    "folder}] or no_baseline_change_reason. Open tasks and gaps come back as diagnostics."
+    "Archive a change: payload {summary, baseline_updates [{target, source}] or "
+    "no_baseline_change_reason}."
 )
 ARCHIVE_SCHEMA: dict[str, Any] = obj(
     {

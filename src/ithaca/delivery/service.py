@@ -3,15 +3,15 @@
 Opening the service settles recoverable units left by processes that died mid-write
 (reference §3.5): their files are rolled back, or their post-commit work finished,
 before anything new is written. Hooks never open it (they never recover or migrate).
-Later delivery tools (``context``, ``checkpoint``, ``archive``, ``doctor``) join this
-class and reuse its ``units``.
+Every delivery tool (``record``, ``context``, ``checkpoint``, ``archive``, ``doctor``)
+is a method here, so each one runs after that recovery.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ithaca.delivery import archive, record
+from ithaca.delivery import archive, checkpoints, context, doctor, record
 from ithaca.delivery.units import Units
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
@@ -35,3 +35,17 @@ class DeliveryService:
     def archive(self, arguments: Any) -> dict[str, Any]:
         """``archive {change_id, payload, idempotency_key}`` (reference §10)."""
         return archive.archive(self.project, self.store, self.config, arguments)
+
+    def context(self, arguments: Any) -> dict[str, Any]:
+        """``context {stage?, scope?, detail?, cursor?}``: read-only (reference §5)."""
+        return context.context(self.project, self.store, self.config, arguments)
+
+    def checkpoint(self, arguments: Any) -> dict[str, Any]:
+        """``checkpoint {stage, scope, operation?, payload?, idempotency_key}`` (§7)."""
+        return checkpoints.checkpoint(
+            self.project, self.store, self.config, arguments, units=self.units
+        )
+
+    def doctor(self, arguments: Any) -> dict[str, Any]:
+        """``doctor {operation: inspect|repair}`` (§11)."""
+        return doctor.doctor(self.project, self.store, self.config, arguments)

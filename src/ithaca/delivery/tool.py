@@ -16,11 +16,10 @@ from ithaca.delivery.schemas.ids import IDEMPOTENCY_KEY
 from ithaca.delivery.schemas.record import KINDS
 
 RECORD_DESCRIPTION = (
-    "Record delivery facts. entries: up to 50 {kind, action, data, idempotency_key}, run "
-    "in order; on an error details.committed lists the done entries, and a retry with the "
-    "same keys replays them. baseline initialize|start|observe|revise|accept; "
-    "change_contract open|revise|cancel; decision accept|defer; task_contract "
-    "define|revise|remove; artifact bind; event append. Gaps come back as diagnostics."
+    "Record delivery facts: entries [{kind, action, data, idempotency_key}] (≤ 50, in "
+    "order; same key replays). baseline initialize|start|observe|revise|accept, "
+    "change_contract open|revise|cancel, decision accept|defer, task_contract "
+    "define|revise|remove, artifact bind, event append."
 )
 
 RECORD_SCHEMA: dict[str, Any] = {

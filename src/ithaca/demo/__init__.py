@@ -99,9 +99,9 @@ def expect(condition: bool, message: str) -> None:
 
 def run(say: Callable[[str], None], keep: bool = False) -> int:
     """Play every scene; returns the process exit code."""
-    from ithaca.demo import debugging_session, protocols_turn
+    from ithaca.demo import debugging_session, delivery_run, protocols_turn
 
-    scenes = [protocols_turn.play, debugging_session.play]
+    scenes = [protocols_turn.play, debugging_session.play, delivery_run.play]
     workdir = Path(tempfile.mkdtemp(prefix="ithaca-demo-"))
     stage = Stage(root=workdir / "repo", home=workdir / "home", say=say)
     stage.root.mkdir()

@@ -31,6 +31,12 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("protocols", "remove"),
     ("protocols", "admit"),
     ("ulysses", "rollback"),
+    ("doctor", "restore"),
+    ("doctor", "--rebuild"),
+)
+# Options that are user-only commands in themselves (``ithaca doctor --rebuild``).
+_USER_ONLY_OPTIONS = frozenset(
+    word for command in USER_ONLY_COMMANDS for word in command if word.startswith("-")
 )
 
 
@@ -67,7 +73,11 @@ def command_kind(argv: tuple[str, ...] | list[str]) -> str:
 
 def user_only_command(argv: tuple[str, ...] | list[str]) -> tuple[str, ...] | None:
     """The user-only command an Ithaca CLI argv invokes, however options are placed."""
-    words = [word for word in argv if not word.startswith("-")]
+    words = [
+        word.split("=", 1)[0]
+        for word in argv
+        if not word.startswith("-") or word.split("=", 1)[0] in _USER_ONLY_OPTIONS
+    ]
     for command in USER_ONLY_COMMANDS:
         size = len(command)
         for start in range(len(words) - size + 1):

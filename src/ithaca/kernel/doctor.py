@@ -1,53 +1,70 @@
-"""``ithaca doctor``: integrity of the store, the journal chain and each part's state.
+"""``ithaca doctor``: check, repair, restore and rebuild the one state database.
 
 The kernel checks what it owns (SQLite's ``integrity_check``, the schema version, the
-hash chain); each part contributes a check through the provider registry, so a later
-part adds its own without editing this module. Checking never writes; ``repair``
-migrates an old schema after a backup and runs each part's repair (lesson files
-rewritten from the index, for one).
+hash chain) and keeps the database's lifeboats: verified backups, restore from one, and
+a rebuild from tracked files when none is usable. Each part plugs in through the
+registries below, so a later part adds its check, repair or rebuild without editing
+this module.
+
+Why the order of a repair: a backup comes first and must verify (``quick_check``, fsync,
+a manifest naming the schema, the journal head and the file's SHA-256), or nothing is
+repaired at all. Restore and rebuild never delete a database: the current one is moved
+to ``.runtime/recovery/quarantine-<ts>/`` and moved back if the replacement fails. The
+journal is never rewritten: a broken chain is reported with the user's options only.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 import sqlite3
 from importlib import import_module
 from typing import Any
 
-from ithaca.kernel import journal
+from ithaca.kernel import clock, journal
+from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
+from ithaca.kernel.files import write_atomic
 from ithaca.kernel.migrations import LATEST_VERSION
+from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
-# Each provider is "module:function" taking (project, conn) and returning findings.
-PROVIDERS: tuple[str, ...] = ("ithaca.protocols.health:check", "ithaca.ulysses.knowledge:check")
+# Checks: "module:function" taking (project, conn) and returning findings.
+PROVIDERS: tuple[str, ...] = (
+    "ithaca.protocols.health:check",
+    "ithaca.ulysses.knowledge:check",
+    "ithaca.delivery.doctor:check",
+)
 
+# Repairs, in order: "module:function" taking (project, conn) and returning what it did.
+REPAIRS: tuple[str, ...] = (
+    "ithaca.delivery.doctor:repair",
+    "ithaca.ulysses.knowledge:restore_missing_files",
+)
 
-# Each repair is "module:function" taking (project, conn) and returning what it restored.
-REPAIRS: tuple[str, ...] = ("ithaca.ulysses.knowledge:restore_missing_files",)
+# Rebuilds: "module:function" taking (project, store, quarantined_db_sha256) and
+# returning ``{part, loaded, warnings, notes}``; each loads its part from tracked files.
+REBUILDS: tuple[str, ...] = ("ithaca.delivery.doctor:rebuild",)
 
-
-def repair(project: Any, store: Store) -> list[str]:
-    """Migrate an old schema (after a backup), then let each part restore what it can."""
-    done = store.migrate()
-    conn = store.connection()
-    for provider in REPAIRS:
-        module, _, name = provider.partition(":")
-        done.extend(getattr(import_module(module), name)(project, conn))
-    return done
+DB_SIDE_FILES = ("", "-wal", "-shm")
 
 
 def check(project: Any, store: Store) -> dict[str, Any]:
-    """Every finding as ``{code, severity, message, subject?}``; ``ok`` when none is an error."""
+    """Every finding as ``{code, severity, message, subject?}``; ``ok`` when none is an
+    error; ``status`` healthy, degraded (warnings) or corrupt (errors); ``checks`` per id."""
     conn = store.connection()
-    findings: list[dict[str, Any]] = []
+    # Check id -> its findings; the journal and the parts are checked on a current schema.
+    findings: dict[str, list[dict[str, Any]]] = {"integrity": [], "schema": []}
     try:
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
     except sqlite3.DatabaseError as exc:
         integrity = [str(exc)]
     if integrity != ["ok"]:
-        findings.append(_finding("INTEGRITY_FAILED", "error", "; ".join(integrity)))
+        findings["integrity"].append(_finding("INTEGRITY_FAILED", "error", "; ".join(integrity)))
     version = store.version()
     if version < LATEST_VERSION:
-        findings.append(
+        findings["schema"].append(
             _finding(
                 "STATE_NEEDS_MIGRATION",
                 "error",
@@ -55,27 +72,326 @@ def check(project: Any, store: Store) -> dict[str, Any]:
             )
         )
     else:
-        for problem in journal.verify(conn):
-            findings.append(
-                _finding(
-                    "JOURNAL_CHAIN_BROKEN",
-                    "error",
-                    f"journal row {problem.seq}: {problem.problem}",
-                    subject=str(problem.seq),
-                    seq=problem.seq,
-                )
+        findings["journal"] = [
+            _finding(
+                "JOURNAL_CHAIN_BROKEN",
+                "error",
+                f"journal row {problem.seq}: {problem.problem}; the journal is never rewritten:"
+                " restore a backup (`ithaca doctor restore`) or accept the break",
+                subject=str(problem.seq),
+                seq=problem.seq,
             )
+            for problem in journal.verify(conn)
+        ]
         for provider in PROVIDERS:
-            module, _, name = provider.partition(":")
-            findings.extend(getattr(import_module(module), name)(project, conn))
+            findings[_part(provider)] = _call(provider, project, conn)
     events = conn.execute("SELECT count(*) FROM journal").fetchone()[0] if version else 0
+    flat = [finding for found in findings.values() for finding in found]
+    severities = {finding["severity"] for finding in flat}
+    status = (
+        "corrupt" if "error" in severities else "degraded" if "warning" in severities else "healthy"
+    )
     return {
-        "ok": not any(f["severity"] == "error" for f in findings),
+        "ok": "error" not in severities,
+        "status": status,
         "schemaVersion": version,
         "latestVersion": LATEST_VERSION,
         "journalEvents": events,
-        "findings": findings,
+        "findings": flat,
+        "checks": [entry for name, found in findings.items() for entry in _checks(name, found)],
     }
+
+
+def repair(project: Project, store: Store) -> dict[str, Any]:
+    """Back up (verified) first, then migrate, then let each part repair what it can.
+
+    A backup that fails is ``Corrupt`` ``BACKUP_FAILED`` and nothing is repaired."""
+    taken = backup(project, store)
+    done = store.migrate()
+    conn = store.connection()
+    for provider in REPAIRS:
+        done.extend(_call(provider, project, conn))
+    return {"backup": taken, "repaired": done}
+
+
+# --- backups ------------------------------------------------------------------------------
+
+
+def backup(project: Project, store: Store) -> dict[str, Any]:
+    """A verified copy in ``backups/state-<UTC ts>.db`` with its manifest beside it."""
+    folder = project.backups_dir
+    name = f"state-{_stamp()}"
+    temp = os.path.join(folder, f"{name}.db.tmp")
+    target = os.path.join(folder, f"{name}.db")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        copy = sqlite3.connect(temp)
+        try:
+            store.connection().backup(copy)
+            copy.execute("PRAGMA journal_mode = DELETE")  # self-contained: no -wal beside it
+            manifest = _describe(copy)
+        finally:
+            copy.close()
+        _fsync_file(temp)
+        manifest["sha256"] = _sha256(temp)
+        os.rename(temp, target)
+        _fsync_folder(folder)
+        write_atomic(folder, f"{name}.json", json.dumps(manifest, indent=2) + "\n")
+    except (OSError, sqlite3.Error, IthacaError) as exc:
+        _remove_quietly(temp)
+        _remove_quietly(target)
+        raise Corrupt(
+            "BACKUP_FAILED",
+            f"could not take a verified backup ({exc}); nothing was repaired",
+            {"folder": folder},
+        ) from exc
+    return {"path": target, "manifest": manifest}
+
+
+def restore(project: Project, store: Store, backup_path: str) -> dict[str, Any]:
+    """Replace ``state.db`` with a verified backup; the current files are quarantined and
+    moved back if the restored database does not verify once in place."""
+    path, manifest = verified_backup(project, backup_path)
+    store.close()
+    quarantine = _quarantine(project)
+    try:
+        temp = f"{project.db_path}.restore.tmp"
+        shutil.copyfile(path, temp)
+        _fsync_file(temp)
+        os.rename(temp, project.db_path)
+        _fsync_folder(os.path.dirname(project.db_path))
+        restored = Store(project.db_path, backups_dir=project.backups_dir, migrate=False)
+        try:
+            problem = _verify(restored.connection(), manifest)
+            if problem is not None:
+                raise Corrupt("BACKUP_INVALID", f"the restored database {problem}")
+            with restored.write() as conn:
+                journal.append(
+                    conn,
+                    actor="user",
+                    kind="kernel.doctor_restored",
+                    subject=os.path.basename(path),
+                    payload={"backup": os.path.basename(path), "sha256": manifest["sha256"]},
+                )
+        finally:
+            restored.close()
+    except BaseException:
+        _unquarantine(project, quarantine)
+        raise
+    return {"backup": path, "manifest": manifest, "quarantine": quarantine}
+
+
+def verified_backup(project: Project, backup_path: str) -> tuple[str, dict[str, Any]]:
+    """The backup's path and manifest, once it lies in ``backups/``, its bytes match the
+    manifest, and it passes ``quick_check`` and its journal chain."""
+    folder = os.path.realpath(project.backups_dir)
+    candidate = backup_path if os.sep in backup_path else os.path.join(folder, backup_path)
+    path = os.path.realpath(candidate)
+    if os.path.dirname(path) != folder or not path.endswith(".db") or not os.path.isfile(path):
+        raise NotFound(
+            "BACKUP_NOT_FOUND",
+            f"{backup_path} is not a backup in {project.backups_dir}",
+            {"backup": backup_path},
+        )
+    try:
+        with open(path[: -len(".db")] + ".json", encoding="utf-8") as stream:
+            manifest = json.load(stream)
+    except (OSError, ValueError) as exc:
+        raise _invalid(backup_path, f"has no readable manifest ({exc})") from exc
+    if _sha256(path) != manifest.get("sha256"):
+        raise _invalid(backup_path, "does not match its manifest's SHA-256")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        problem = _verify(conn, manifest)
+    except sqlite3.Error as exc:
+        problem = f"cannot be read ({exc})"
+    finally:
+        conn.close()
+    if problem is not None:
+        raise _invalid(backup_path, problem)
+    return path, manifest
+
+
+# --- rebuild ------------------------------------------------------------------------------
+
+
+def rebuild(project: Project, store: Store) -> dict[str, Any]:
+    """Quarantine the database and load a new one from tracked files, part by part; the
+    report names what each part loaded and, per table, the rows the old database had
+    that the new one lacks."""
+    store.close()
+    old_sha = _sha256(project.db_path) if os.path.exists(project.db_path) else None
+    quarantine = _quarantine(project)
+    parts = []
+    try:
+        fresh = Store(project.db_path, backups_dir=project.backups_dir)
+        try:
+            for provider in REBUILDS:
+                module, _, name = provider.partition(":")
+                parts.append(getattr(import_module(module), name)(project, fresh, old_sha))
+        finally:
+            fresh.close()
+    except BaseException:
+        for suffix in DB_SIDE_FILES:
+            _remove_quietly(project.db_path + suffix)
+        _unquarantine(project, quarantine)
+        raise
+    return {"quarantine": quarantine, "quarantined_db_sha256": old_sha, "parts": parts}
+
+
+def losses(quarantine: str, conn: sqlite3.Connection) -> dict[str, Any]:
+    """Per table, how many rows the quarantined database held beyond the new one."""
+    old_path = os.path.join(quarantine, "state.db")
+    try:
+        old = sqlite3.connect(f"file:{old_path}?mode=ro", uri=True)
+        try:
+            counts = {table: _count(old, table) for table in _tables(old)}
+        finally:
+            old.close()
+    except sqlite3.Error as exc:
+        return {"unreadable": str(exc)}
+    lost = {}
+    new_tables = set(_tables(conn))
+    for table, count in counts.items():
+        remaining = _count(conn, table) if table in new_tables else 0
+        if count > remaining:
+            lost[table] = count - remaining
+    return lost
+
+
+# --- pieces -------------------------------------------------------------------------------
+
+
+def _verify(conn: sqlite3.Connection, manifest: dict[str, Any]) -> str | None:
+    """Why a database does not match its manifest, or None when it does."""
+    if [row[0] for row in conn.execute("PRAGMA quick_check")] != ["ok"]:
+        return "fails quick_check"
+    described = _describe(conn)
+    for key, value in described.items():
+        if manifest.get(key) != value:
+            return f"has {key} {value!r}, its manifest {manifest.get(key)!r}"
+    if journal.verify(conn):
+        return "has a broken journal chain"
+    return None
+
+
+def _describe(conn: sqlite3.Connection) -> dict[str, Any]:
+    row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+    return {
+        "user_version": int(conn.execute("PRAGMA user_version").fetchone()[0]),
+        "journal_head_seq": row[0] if row else 0,
+        "journal_head_hash": row[1] if row else journal.GENESIS,
+    }
+
+
+def _quarantine(project: Project) -> str:
+    """Move ``state.db[-wal|-shm]`` to a fresh quarantine folder; returns the folder."""
+    folder = os.path.join(project.runtime, "recovery", f"quarantine-{_stamp()}")
+    os.makedirs(folder)
+    for suffix in DB_SIDE_FILES:
+        source = project.db_path + suffix
+        if os.path.exists(source):
+            os.rename(source, os.path.join(folder, "state.db" + suffix))
+    _fsync_folder(folder)
+    _fsync_folder(os.path.dirname(project.db_path))
+    return folder
+
+
+def _unquarantine(project: Project, folder: str) -> None:
+    for suffix in DB_SIDE_FILES:
+        _remove_quietly(project.db_path + suffix)
+        kept = os.path.join(folder, "state.db" + suffix)
+        if os.path.exists(kept):
+            os.rename(kept, project.db_path + suffix)
+    _fsync_folder(os.path.dirname(project.db_path))
+    os.rmdir(folder)
+
+
+def _invalid(backup_path: str, problem: str) -> Corrupt:
+    return Corrupt(
+        "BACKUP_INVALID",
+        f"backup {backup_path} {problem}; nothing was restored",
+        {"backup": backup_path},
+    )
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            " AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+        )
+    ]
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    try:
+        return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _stamp() -> str:
+    """The current UTC time as ``20261129T232038123Z``: sortable, safe in file names."""
+    return clock.now().replace("-", "").replace(":", "").replace(".", "")
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _call(provider: str, project: Any, conn: sqlite3.Connection) -> list[Any]:
+    module, _, name = provider.partition(":")
+    return list(getattr(import_module(module), name)(project, conn))
+
+
+def _part(provider: str) -> str:
+    """``ithaca.delivery.doctor:check`` → ``delivery``: a provider's check id."""
+    return provider.split(":")[0].split(".")[1]
+
+
+def _checks(name: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reference's ``checks[]`` entries of one check id."""
+    if not found:
+        return [{"id": name, "status": "ok", "message": "ok", "details": {}}]
+    return [
+        {
+            "id": name,
+            "status": "error" if finding["severity"] == "error" else "warning",
+            "code": finding["code"],
+            "message": finding["message"],
+            "details": {k: v for k, v in finding.items() if k not in ("code", "message")},
+        }
+        for finding in found
+    ]
 
 
 def _finding(code: str, severity: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The server is a thin adapter over the same services the CLI calls, and it acts only as
 ``agent``: ``load_protocols`` and the read-only ``protocols`` tool, the debugging tools
 ``notebook``, ``ulysses`` and ``knowledge`` (``ithaca.mcp.debugging``), delivery's
-``record``, and nothing a user alone may do.
+``context``, ``record``, ``checkpoint``, ``archive`` and ``doctor``, and nothing a user
+alone may do.
 
 Each tool publishes a hand-written JSON Schema and receives the raw arguments, which are
 checked by Ithaca itself — against that schema (``ithaca.mcp.errors``), or by the
@@ -33,6 +34,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from ithaca import __version__
 from ithaca.app import IthacaProject, open_project
 from ithaca.delivery.archive import ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA
+from ithaca.delivery.checkpoints import CHECKPOINT_DESCRIPTION, CHECKPOINT_SCHEMA
+from ithaca.delivery.context import CONTEXT_DESCRIPTION, CONTEXT_SCHEMA
+from ithaca.delivery.doctor import DOCTOR_DESCRIPTION, DOCTOR_SCHEMA
 from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 from ithaca.kernel.errors import IthacaError, invalid_field
 from ithaca.mcp import debugging
@@ -132,10 +136,14 @@ OPERATION_FIELDS = {
 OPERATION_REQUIRES = {"get": "id", "explain": "eventId"}
 COMMON_FIELDS = frozenset({"operation", "session"})
 
-# Delivery's tools: (name = DeliveryService method, title, description, schema, read-only).
-DELIVERY_TOOLS: tuple[tuple[str, str, str, dict[str, Any], bool], ...] = (
-    ("record", "Record delivery state", RECORD_DESCRIPTION, RECORD_SCHEMA, False),
-    ("archive", "Archive a finished change", ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA, False),
+# Delivery's tools: (name = DeliveryService method, description, schema, read-only). They
+# go without titles: all seven must fit in 6 KiB of tools/list (delivery reference §3.2).
+DELIVERY_TOOLS: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
+    ("context", CONTEXT_DESCRIPTION, CONTEXT_SCHEMA, True),
+    ("record", RECORD_DESCRIPTION, RECORD_SCHEMA, False),
+    ("checkpoint", CHECKPOINT_DESCRIPTION, CHECKPOINT_SCHEMA, False),
+    ("archive", ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA, False),
+    ("doctor", DOCTOR_DESCRIPTION, DOCTOR_SCHEMA, False),
 )
 
 
@@ -172,13 +180,13 @@ def build_server(project_path: str) -> MCPServer:
         *(
             _tool(
                 name,
-                title=title,
+                title=None,
                 description=description,
                 schema=schema,
                 read_only=read_only,
                 handler=partial(_delivery, project, name),
             )
-            for name, title, description, schema, read_only in DELIVERY_TOOLS
+            for name, description, schema, read_only in DELIVERY_TOOLS
         ),
         *(
             _tool(
@@ -254,7 +262,7 @@ def _dispatch(service: Any, arguments: dict[str, Any]) -> dict[str, Any]:
 def _tool(
     name: str,
     *,
-    title: str,
+    title: str | None,
     description: str,
     schema: dict[str, Any],
     read_only: bool,
