@@ -30,10 +30,10 @@ from typing import Any
 
 from ithaca.delivery import baseline, changes, decisions, diagnosis, documents, layout, registry
 from ithaca.delivery.contract import Diagnostic, check_request_size, diagnostic, validation_error
-from ithaca.delivery.idempotency import Guard, Replayed, request_digest
+from ithaca.delivery.idempotency import Guard, request_digest
 from ithaca.delivery.schemas import ids
 from ithaca.delivery.schemas.dialect import array, check, obj, text
-from ithaca.delivery.units import Outcome, Plan, Rename, Stale, TrackedWrite, Units
+from ithaca.delivery.units import Outcome, Plan, Rename, Stale, TrackedWrite, Units, flat
 from ithaca.kernel import canon, clock, journal
 from ithaca.kernel.errors import Conflict, NotFound
 from ithaca.kernel.project import Project
@@ -47,8 +47,6 @@ TOOL = "archive"
 SCHEMA = "ithaca.archive/1"
 CHANGES_ARCHIVE = "changes/archive"
 ARCHIVE_FILE = "delivery/archive.json"
-# How often an archive is prepared again after other writers overtook its plan.
-MAX_ATTEMPTS = 8
 OPEN_TASK_STATUSES = ("pending", "blocked", "expanded")
 
 _PATH = text(1024)
@@ -84,22 +82,13 @@ def archive(
     change_id, payload = request["change_id"], request["payload"]
     data = {"change_id": change_id, "payload": payload}
     guard = Guard(request["idempotency_key"], TOOL, request_digest(TOOL, TOOL, data))
-    units = Units(project, store)
-    for _ in range(MAX_ATTEMPTS):
-        try:
-            with store.read() as conn:
-                guard.check(conn)
-                plan = prepare(conn, project, change_id, payload)
-            return _flat(units.run(plan, guard))
-        except Replayed as replay:
-            return {**_flat(replay.stored), "replayed": True}
-        except Stale:
-            continue
-    raise Conflict(
-        "STORE_BUSY",
-        f"archiving {change_id} kept being overtaken by other writers; try again",
+    answer, replayed = Units(project, store).run_keyed(
+        guard,
+        lambda conn: prepare(conn, project, change_id, payload),
+        f"archiving {change_id}",
         {"change_id": change_id},
     )
+    return {**flat(answer), "replayed": True} if replayed else flat(answer)
 
 
 def prepare(
@@ -107,7 +96,7 @@ def prepare(
 ) -> Plan:
     """The archive's unit, checked against the state and files as they are now."""
     before = changes.writable(conn, change_id)
-    _require_nothing_running(conn, change_id)
+    changes.require_nothing_running(conn, change_id, "ARCHIVE_SESSIONS_RUNNING")
     source = before["path"]
     target = f"{CHANGES_ARCHIVE}/{clock.now()[:10]}-{change_id}"
     if os.path.lexists(os.path.join(project.state_root, target)):
@@ -148,7 +137,7 @@ def prepare(
             before["status"],
         ):
             raise Stale(change_id)
-        _require_nothing_running(tx, change_id)
+        changes.require_nothing_running(tx, change_id, "ARCHIVE_SESSIONS_RUNNING")
         revision = None
         if observe is not None:
             revision = observe.commit(tx).result["baseline"]["revision"]
@@ -185,24 +174,6 @@ def prepare(
 
 
 # --- checks ---------------------------------------------------------------------------------
-
-
-def _require_nothing_running(conn: sqlite3.Connection, change_id: str) -> None:
-    running = [
-        row[0]
-        for row in conn.execute(
-            "SELECT id FROM delivery_tasks WHERE change_id = ? AND status = 'in_progress'"
-            " ORDER BY id",
-            (change_id,),
-        )
-    ]
-    if running:
-        raise Conflict(
-            "ARCHIVE_SESSIONS_RUNNING",
-            f"change {change_id} still has work running ({', '.join(running)}); close those"
-            " sessions first",
-            {"change_id": change_id, "tasks": running},
-        )
 
 
 def _verified_decisions(
@@ -444,11 +415,3 @@ def _store_reconciliation(conn: sqlite3.Connection, change_id: str, stored: dict
             now,
         ),
     )
-
-
-def _flat(answer: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **answer["result"],
-        "journal_seq": answer["journal_seq"],
-        "diagnostics": answer["diagnostics"],
-    }

@@ -16,10 +16,9 @@ no-op. A task-scoped copy goes to the task's change folder.
 from __future__ import annotations
 
 import os
-from hashlib import sha256
 from typing import Any
 
-from ithaca.delivery import changes, layout, tasks
+from ithaca.delivery import changes, layout, registry, tasks
 from ithaca.delivery.contract import diagnostic, validation_error
 from ithaca.delivery.units import Outcome, Plan, Stale, TrackedWrite, unchanged
 from ithaca.kernel import canon, clock, ids, journal
@@ -198,17 +197,11 @@ def _body(project: Project, data: dict[str, Any]) -> bytes:
 
 
 def _digest_file(absolute: str, named: str) -> tuple[str, int]:
-    """SHA-256 and size of a referenced checkout file, read in chunks."""
-    hasher = sha256()
-    size = 0
-    try:
-        with open(absolute, "rb") as stream:
-            while chunk := stream.read(1 << 20):
-                hasher.update(chunk)
-                size += len(chunk)
-    except FileNotFoundError as exc:
-        raise _missing(named) from exc
-    return hasher.hexdigest(), size
+    """SHA-256 and size of a referenced checkout file."""
+    found = registry.hash_file(absolute)
+    if found is None:
+        raise _missing(named)
+    return found
 
 
 def _missing(named: str) -> NotFound:

@@ -264,7 +264,7 @@ def cancel_change(conn: sqlite3.Connection, project: Project, data: dict[str, An
             "CHANGE_ALREADY_CANCELLED", "info", f"change {before['id']} was already cancelled"
         )
         return unchanged("change_contract.cancel", {"change": view(before)}, [note])
-    _require_no_running_tasks(conn, before["id"])
+    require_nothing_running(conn, before["id"], "SESSIONS_RUNNING")
     after = {
         **before,
         "status": "cancelled",
@@ -273,7 +273,7 @@ def cancel_change(conn: sqlite3.Connection, project: Project, data: dict[str, An
     }
 
     def commit(tx: sqlite3.Connection) -> Outcome:
-        _require_no_running_tasks(tx, before["id"])
+        require_nothing_running(tx, before["id"], "SESSIONS_RUNNING")
         _update(tx, before, after)
         seq = journal.append(
             tx,
@@ -346,7 +346,9 @@ def _linked_session(
     return session, []
 
 
-def _require_no_running_tasks(conn: sqlite3.Connection, change_id: str) -> None:
+def require_nothing_running(conn: sqlite3.Connection, change_id: str, code: str) -> None:
+    """``Conflict`` ``code`` while a task of the change is in progress (a session runs it):
+    cancelling or archiving under a running worker would pull the floor from under it."""
     running = [
         row[0]
         for row in conn.execute(
@@ -357,7 +359,7 @@ def _require_no_running_tasks(conn: sqlite3.Connection, change_id: str) -> None:
     ]
     if running:
         raise Conflict(
-            "SESSIONS_RUNNING",
+            code,
             f"change {change_id} has tasks in progress ({', '.join(running)}); close their"
             " sessions first",
             {"change_id": change_id, "tasks": running},

@@ -6,9 +6,7 @@ revision. ``draft`` creates or replaces the draft, ``abandon`` drops it, ``accep
 draft. Acceptance runs the reference's steps in order:
 
 1. the scope must exist (a task inside the change it is named with);
-2. evidence is re-read from disk: an artifact's registered digest and a stated digest
-   must still match the bytes; a bare path is pinned at its current digest, with a
-   warning, because nobody vouched for those bytes;
+2. evidence is re-read from disk (``ithaca.delivery.evidence``);
 3. the stage's advisory warnings (a test checkpoint without a result, an incident whose
    diagnosis has gaps, whose file is refreshed here, …), never blocking;
 4. the full context envelope is stored as a blob, so the acceptance can later be read
@@ -29,7 +27,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from hashlib import sha256
 from typing import Any
 
 from ithaca.delivery import (
@@ -41,12 +38,13 @@ from ithaca.delivery import (
     waves,
 )
 from ithaca.delivery.contract import Diagnostic, check_request_size, diagnostic, validation_error
-from ithaca.delivery.idempotency import Guard, Replayed, request_digest
+from ithaca.delivery.evidence import ROLES, pinned
+from ithaca.delivery.idempotency import Guard, request_digest
 from ithaca.delivery.schemas import ids
 from ithaca.delivery.schemas.dialect import Schema, array, check, obj, string_set, text
-from ithaca.delivery.units import Outcome, Plan, Stale, TrackedWrite, Units
+from ithaca.delivery.units import Outcome, Plan, Stale, TrackedWrite, Units, flat
 from ithaca.kernel import canon, clock, journal
-from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound
+from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -57,19 +55,9 @@ if TYPE_CHECKING:
 TOOL = "checkpoint"
 STAGES = ("research", "plan", "dev", "test", "review", "deliver")
 OPERATIONS = ("draft", "accept", "abandon")
-ROLES = ("test_report", "review_verdict", "research", "worker_outcome", "other")
 SUMMARY_BYTES = 4 * 1024
 DATA_BYTES = 32 * 1024
 MAX_EVIDENCE = 100
-# How often a request is prepared again after other writers overtook it.
-MAX_ATTEMPTS = 8
-# The role an artifact plays when the evidence entry names none.
-_ARTIFACT_ROLES = {
-    "test_report": "test_report",
-    "review_report": "review_verdict",
-    "research": "research",
-    "task_outcome": "worker_outcome",
-}
 
 Row = dict[str, Any]
 
@@ -223,32 +211,13 @@ def checkpoint(
     request = parse(arguments)
     runner = units or Units(project, store)
     guard = Guard(request.key, TOOL, request_digest(TOOL, request.operation, request.normalised()))
-    for _ in range(MAX_ATTEMPTS):
-        try:
-            with store.read() as conn:
-                guard.check(conn)
-                plan, envelope = _prepare(conn, project, request)
-            if envelope is not None:
-                context.store_snapshot(project, envelope)
-            answer = runner.run(plan, guard)
-        except Replayed as replay:
-            return {**_flat(replay.stored), "replayed": True}
-        except Stale:
-            continue
-        return _flat(answer)
-    raise Conflict(
-        "STORE_BUSY",
-        f"checkpoint {request.stage} kept being overtaken by other writers; try again",
+    answer, replayed = runner.run_keyed(
+        guard,
+        lambda conn: _prepare(conn, project, request),
+        f"checkpoint {request.stage}",
         {"stage": request.stage},
     )
-
-
-def _flat(answer: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **answer["result"],
-        "diagnostics": answer["diagnostics"],
-        "journal_seq": answer["journal_seq"],
-    }
+    return {**flat(answer), "replayed": True} if replayed else flat(answer)
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -384,12 +353,10 @@ class _Draft:
         return row
 
 
-def _prepare(
-    conn: sqlite3.Connection, project: Project, request: Request
-) -> tuple[Plan, dict[str, Any] | None]:
-    """Steps 1–7 read in one snapshot: the plan to commit, and the envelope to store as a
-    blob before it (a file, so it is written outside any transaction). The envelope is
-    only built when the checkpoint is really accepted; it has no say in the outcome."""
+def _prepare(conn: sqlite3.Connection, project: Project, request: Request) -> Plan:
+    """Steps 1–7 read in one snapshot: the plan to commit. An accepting plan stores the
+    envelope as a blob first (a file, so outside any transaction); the envelope is only
+    built when the checkpoint is really accepted and has no say in the outcome."""
     scope = _scope(conn, request.scope)
     if request.stage == "plan" and scope.type != "change":
         raise InvalidInput(
@@ -399,17 +366,17 @@ def _prepare(
         )
     current = read(conn, request.stage, scope.type, scope.id, "draft")
     if request.operation == "abandon":
-        return _abandon(_require_draft(current, request)), None
+        return _abandon(_require_draft(current, request))
     payload = request.payload
     if payload is None:
         payload = _require_draft(current, request)["payload"]
-    evidence, found = _evidence(conn, project, payload["evidence"])
+    evidence, found = pinned(conn, project, payload["evidence"])
     found += _stage_warnings(conn, request.stage, scope, payload, evidence)
     writes, gaps = _incident(conn, scope)
     found += gaps
     if request.operation == "draft":
         draft = _Draft(request.stage, scope, payload, evidence, found)
-        return _save_draft(draft, current, writes, "checkpoint.draft"), None
+        return _save_draft(draft, current, writes, "checkpoint.draft")
     planned = None
     if request.stage == "plan":
         assert scope.id is not None
@@ -417,7 +384,7 @@ def _prepare(
         found += planned.conflicts
         if planned.conflicts:
             draft = _Draft(request.stage, scope, payload, evidence, found)
-            return _save_draft(draft, current, writes, "checkpoint.accept"), None
+            return _save_draft(draft, current, writes, "checkpoint.accept")
         if not planned.tasks:
             note = f"change {scope.id} has no open tasks to plan"
             found.append(diagnostic("PLAN_NO_TASKS", "warning", note, scope.id))
@@ -425,7 +392,7 @@ def _prepare(
     accepted = read(conn, request.stage, scope.type, scope.id)
     if accepted is not None and _same_as(conn, accepted, draft, planned):
         kept = writes + _plan_files(scope, accepted["revision"], planned)[0]
-        return _keep(draft, accepted, current, kept), None
+        return _keep(draft, accepted, current, kept)
     revision = 1 if accepted is None else accepted["revision"] + 1
     plan_writes, document = _plan_files(scope, revision, planned)
     envelope = context.envelope(
@@ -433,7 +400,9 @@ def _prepare(
     )
     fingerprint = None if planned is None else waves.tasks_fingerprint(conn, scope.id or "")
     accepting = _Accepting(draft, accepted, current, envelope["digest"], fingerprint, document)
-    return _accept(accepting, writes + plan_writes), envelope
+    plan = _accept(accepting, writes + plan_writes)
+    plan.before = lambda: context.store_snapshot(project, envelope)
+    return plan
 
 
 def _plan_files(
@@ -488,118 +457,6 @@ def _scope(conn: sqlite3.Connection, given: dict[str, Any]) -> Scope:
 
 def _scope_not_found(subject: str, message: str) -> NotFound:
     return NotFound("CHECKPOINT_SCOPE_NOT_FOUND", message, {"scope": subject})
-
-
-# --- step 2: evidence -------------------------------------------------------------------------
-
-
-def _evidence(
-    conn: sqlite3.Connection, project: Project, items: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
-    """Every evidence entry pinned to the digest its bytes have now."""
-    resolved = []
-    found: list[Diagnostic] = []
-    for index, item in enumerate(items):
-        pointer = f"/payload/evidence/{index}"
-        if "artifact_id" in item:
-            entry = _artifact_evidence(conn, project, item, pointer)
-        else:
-            entry = _path_evidence(project, item, pointer)
-            if "digest" not in item:
-                found.append(
-                    diagnostic(
-                        "EVIDENCE_UNBOUND",
-                        "warning",
-                        f"{entry['path']} was pinned at its current digest; bind it with"
-                        " `record artifact bind`, or state the digest you checked",
-                        entry["path"],
-                    )
-                )
-        if "note" in item:
-            entry["note"] = item["note"]
-        resolved.append(entry)
-    return resolved, found
-
-
-def _artifact_evidence(
-    conn: sqlite3.Connection, project: Project, item: dict[str, Any], pointer: str
-) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT kind, path, digest, mode FROM delivery_artifacts WHERE id = ?",
-        (item["artifact_id"],),
-    ).fetchone()
-    if row is None:
-        raise NotFound(
-            "EVIDENCE_NOT_FOUND",
-            f"{pointer}: no artifact {item['artifact_id']}",
-            {"pointer": pointer, "artifact_id": item["artifact_id"]},
-        )
-    kind, path, digest, mode = row
-    if "digest" in item and item["digest"] != digest:
-        raise _mismatch(pointer, path, item["digest"], digest)
-    if mode == "copy":
-        data = registry.read_bytes(project.state_root, path)
-        measured = None if data is None else (canon.digest_bytes(data), len(data))
-    else:
-        measured = _hash_file(layout.checkout_file(project.root, project.state_root, path, pointer))
-    if measured is None:
-        raise _file_missing(pointer, path)
-    if measured[0] != digest:
-        raise _mismatch(pointer, path, digest, measured[0])
-    return {
-        "artifact_id": item["artifact_id"],
-        "path": path,
-        "mode": mode,
-        "digest": digest,
-        "bytes": measured[1],
-        "role": item.get("role") or _ARTIFACT_ROLES.get(kind, "other"),
-    }
-
-
-def _path_evidence(project: Project, item: dict[str, Any], pointer: str) -> dict[str, Any]:
-    path = layout.relative(item["path"], f"{pointer}/path")
-    absolute = layout.checkout_file(project.root, project.state_root, path, f"{pointer}/path")
-    measured = _hash_file(absolute)
-    if measured is None:
-        raise _file_missing(pointer, path)
-    if "digest" in item and item["digest"] != measured[0]:
-        raise _mismatch(pointer, path, item["digest"], measured[0])
-    return {
-        "path": path,
-        "digest": measured[0],
-        "bytes": measured[1],
-        "role": item.get("role", "other"),
-    }
-
-
-def _hash_file(absolute: str) -> tuple[str, int] | None:
-    """SHA-256 and size of a checkout file, read in chunks; None when it is absent."""
-    hasher = sha256()
-    size = 0
-    try:
-        with open(absolute, "rb") as stream:
-            while chunk := stream.read(1 << 20):
-                hasher.update(chunk)
-                size += len(chunk)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return hasher.hexdigest(), size
-
-
-def _mismatch(pointer: str, path: str, expected: str, actual: str) -> Corrupt:
-    return Corrupt(
-        "EVIDENCE_DIGEST_MISMATCH",
-        f"{pointer}: {path} has digest {actual}, not {expected}; its bytes changed",
-        {"pointer": pointer, "path": path, "expected": expected, "actual": actual},
-    )
-
-
-def _file_missing(pointer: str, path: str) -> NotFound:
-    return NotFound(
-        "EVIDENCE_FILE_MISSING",
-        f"{pointer}: {path} does not exist",
-        {"pointer": pointer, "path": path},
-    )
 
 
 # --- step 3: advisory warnings ------------------------------------------------------------

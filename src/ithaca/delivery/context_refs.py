@@ -10,12 +10,12 @@ Symlinks are never followed: a referenced path that is one counts as missing.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat as stat_module
 import threading
 from typing import Any
 
+from ithaca.delivery import registry
 from ithaca.kernel import canon
 
 Ref = dict[str, Any]
@@ -61,23 +61,10 @@ def _lookup(absolute: str, *, keep: bool) -> tuple[str, int, bytes | None] | Non
         cached = _digests.get(absolute)
     if cached is not None and cached[0] == stat and (cached[2] is not None or not keep):
         return cached[1], info.st_size, cached[2]
-    data = _read(absolute)
+    data = registry.read_no_follow(absolute)
     if data is None:
         return None
     digest = canon.digest_bytes(data)
     with _lock:
         _digests[absolute] = (stat, digest, data if len(data) <= KEEP_BODY_BYTES else None)
     return digest, len(data), data if keep else None
-
-
-def _read(absolute: str) -> bytes | None:
-    try:
-        fd = os.open(absolute, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return None
-        raise
-    with open(fd, "rb") as stream:
-        return stream.read()

@@ -246,23 +246,35 @@ def rebuild(project: Project, store: Store, quarantined_db_sha256: str | None) -
             else:
                 warnings.append(f"{path} not loaded: {problem}")
     loaded_ids = {value["id"] for _, value in decisions}
+    # Every file is read before the transaction opens: no file I/O inside a write.
+    change_rows = [
+        (
+            change_id,
+            "incident" if _exists(state_root, f"{folder}/diagnosis.md") else "standard",
+            status,
+            _title(state_root, folder) or change_id,
+            folder,
+        )
+        for change_id, (folder, status) in sorted(changes.items())
+    ]
+    skipped = {path for path in tracked_files(state_root) if _is_decision(path)} - {
+        path for path, _ in decisions
+    }
+    files = []
+    for path in tracked_files(state_root):
+        if path in skipped:
+            continue
+        digest = registry.file_digest(state_root, path)
+        assert digest is not None
+        files.append((path, digest, _kind(path), *_scope(path, changes)))
     now = clock.now()
     with store.write() as conn:
-        for change_id, (folder, status) in sorted(changes.items()):
-            conn.execute(
-                "INSERT INTO delivery_changes (id, kind, status, title, contract,"
-                " classification, path, revision, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, '{}', '{}', ?, 1, ?, ?)",
-                (
-                    change_id,
-                    "incident" if _exists(state_root, f"{folder}/diagnosis.md") else "standard",
-                    status,
-                    _title(state_root, folder) or change_id,
-                    folder,
-                    now,
-                    now,
-                ),
-            )
+        conn.executemany(
+            "INSERT INTO delivery_changes (id, kind, status, title, contract,"
+            " classification, path, revision, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, '{}', '{}', ?, 1, ?, ?)",
+            [(*row, now, now) for row in change_rows],
+        )
         for path, value in decisions:
             supersedes = value.get("supersedes")
             if supersedes is not None and supersedes not in loaded_ids:
@@ -283,18 +295,9 @@ def rebuild(project: Project, store: Store, quarantined_db_sha256: str | None) -
                     now,
                 ),
             )
-        skipped = {path for path in tracked_files(state_root) if _is_decision(path)} - {
-            path for path, _ in decisions
-        }
-        registered = 0
-        for path in tracked_files(state_root):
-            if path in skipped:
-                continue
-            scope_type, scope_id = _scope(path, changes)
-            digest = registry.file_digest(state_root, path)
-            assert digest is not None
-            registry.register(conn, path, digest, _kind(path), scope_type, scope_id)
-            registered += 1
+        for path, digest, kind, scope_type, scope_id in files:
+            registry.register(conn, path, digest, kind, scope_type, scope_id)
+        registered = len(files)
         loaded = {"changes": len(changes), "decisions": len(decisions), "files": registered}
         journal.append(
             conn,

@@ -24,13 +24,13 @@ from ithaca.delivery import (
     tasks,
 )
 from ithaca.delivery.contract import check_request_size, under, validation_error
-from ithaca.delivery.idempotency import Guard, Replayed, request_digest
+from ithaca.delivery.idempotency import Guard, request_digest
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import DATA_SCHEMAS, actions_of
 from ithaca.delivery.tool import RECORD_SCHEMA
-from ithaca.delivery.units import Plan, Stale, Units
+from ithaca.delivery.units import Plan, Units
 from ithaca.kernel import ids
-from ithaca.kernel.errors import Conflict, IthacaError, Refused
+from ithaca.kernel.errors import IthacaError, Refused
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     import sqlite3
 
 TOOL = "record"
-# How often an entry is prepared again after other writers overtook its plan.
-MAX_ATTEMPTS = 8
 
 Handler = Callable[["sqlite3.Connection", Project, dict[str, Any]], Plan]
 
@@ -122,23 +120,16 @@ def _run_entry(store: Store, project: Project, units: Units, entry: Entry) -> di
         )
     operation = f"{entry.kind}.{entry.action}"
     guard = Guard(entry.key, TOOL, request_digest(TOOL, operation, entry.data))
-    head = {"index": entry.index, "kind": entry.kind, "action": entry.action}
-    for _ in range(MAX_ATTEMPTS):
-        try:
-            with store.read() as conn:
-                guard.check(conn)
-                plan = handler(conn, project, entry.data)
-            answer = units.run(plan, guard)
-        except Replayed as replay:
-            return {**head, "status": "replayed", "replayed": True, **replay.stored}
-        except Stale:
-            continue
-        return {**head, "status": "committed", **answer}
-    raise Conflict(
-        "STORE_BUSY",
-        f"{operation} kept being overtaken by other writers; try again",
+    answer, replayed = units.run_keyed(
+        guard,
+        lambda conn: handler(conn, project, entry.data),
+        operation,
         {"operation": operation},
     )
+    head = {"index": entry.index, "kind": entry.kind, "action": entry.action}
+    if replayed:
+        return {**head, "status": "replayed", "replayed": True, **answer}
+    return {**head, "status": "committed", **answer}
 
 
 def _stopped_at(exc: IthacaError, entry: Entry, results: list[dict[str, Any]]) -> IthacaError:

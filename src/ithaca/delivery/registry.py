@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+from hashlib import sha256
 from typing import Any
 
 from ithaca.kernel import canon, clock
@@ -58,8 +59,13 @@ def file_digest(state_root: str, path: str) -> str | None:
 def read_bytes(state_root: str, path: str) -> bytes | None:
     """The bytes at ``path`` under the state root, or None when there is no regular file
     (a symlink counts as none: the kernel's writer refuses to write through it)."""
+    return read_no_follow(os.path.join(state_root, path))
+
+
+def read_no_follow(absolute: str) -> bytes | None:
+    """The bytes of the file at ``absolute``, None when absent or a symlink."""
     try:
-        fd = os.open(os.path.join(state_root, path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(absolute, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -68,6 +74,20 @@ def read_bytes(state_root: str, path: str) -> bytes | None:
         raise
     with open(fd, "rb") as stream:
         return stream.read()
+
+
+def hash_file(absolute: str) -> tuple[str, int] | None:
+    """SHA-256 and size of a checkout file (up to 16 MiB), read in chunks; None when absent."""
+    hasher = sha256()
+    size = 0
+    try:
+        with open(absolute, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                hasher.update(chunk)
+                size += len(chunk)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return hasher.hexdigest(), size
 
 
 def read_verified(state_root: str, path: str, digest: str, code: str) -> bytes:

@@ -44,10 +44,11 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ithaca.delivery import processes, registry
 from ithaca.delivery.contract import Diagnostic
+from ithaca.delivery.idempotency import Guard, Replayed
 from ithaca.kernel import canon, clock, ids, journal
 from ithaca.kernel.errors import Conflict, InvalidInput, IthacaError
 from ithaca.kernel.files import remove_confined, write_atomic
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 
 # How long a unit waits for another live unit holding one of its paths.
 PATH_WAIT_S = 30.0
+# How often a request is prepared again after other writers overtook its plan.
+MAX_ATTEMPTS = 8
 RECOVERY_FOLDER = "recovery"
 
 
@@ -107,18 +110,13 @@ class Plan:
     writes: tuple[TrackedWrite, ...] = ()
     diagnostics: list[Diagnostic] = field(default_factory=list)
     renames: tuple[Rename, ...] = ()
+    # Content-addressed work done first, outside any transaction (an envelope blob):
+    # harmless to repeat or to leave behind when the unit fails.
+    before: Callable[[], object] | None = None
 
 
 class Stale(Exception):
     """What a plan was based on changed before it could commit; prepare it again."""
-
-
-class KeyGuard(Protocol):
-    """The idempotency check a unit runs in its transactions (``idempotency.Guard``)."""
-
-    def check(self, conn: sqlite3.Connection) -> None: ...
-
-    def seal(self, conn: sqlite3.Connection, answer: dict[str, Any]) -> None: ...
 
 
 class Units:
@@ -131,8 +129,34 @@ class Units:
 
     # --- running ------------------------------------------------------------------------
 
-    def run(self, plan: Plan, guard: KeyGuard | None) -> dict[str, Any]:
+    def run_keyed(
+        self,
+        guard: Guard,
+        prepare: Callable[[sqlite3.Connection], Plan],
+        subject: str,
+        details: dict[str, Any],
+    ) -> tuple[dict[str, Any], bool]:
+        """Prepare a plan on a read snapshot and run it under ``guard``, preparing again
+        while other writers overtake it: ``(answer, replayed)``. This is how every
+        mutating delivery request runs, so retries and replays behave the same in all."""
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                with self.store.read() as conn:
+                    guard.check(conn)
+                    plan = prepare(conn)
+                return self.run(plan, guard), False
+            except Replayed as replay:
+                return replay.stored, True
+            except Stale:
+                continue
+        raise Conflict(
+            "STORE_BUSY", f"{subject} kept being overtaken by other writers; try again", details
+        )
+
+    def run(self, plan: Plan, guard: Guard | None) -> dict[str, Any]:
         """Commit ``plan``; returns the answer ``{result, diagnostics, journal_seq}``."""
+        if plan.before is not None:
+            plan.before()
         changed = []
         for write in plan.writes:
             now_at = _before_renames(write.path, plan.renames)
@@ -159,7 +183,7 @@ class Units:
         self,
         op: str,
         changed: list[tuple[TrackedWrite, str | None]],
-        guard: KeyGuard | None,
+        guard: Guard | None,
         renames: tuple[Rename, ...] = (),
     ) -> dict[str, Any]:
         """T1: record the intent, once no live unit holds one of its paths."""
@@ -372,7 +396,7 @@ class Units:
         shutil.rmtree(os.path.join(self.runtime, RECOVERY_FOLDER, intent_id), ignore_errors=True)
 
 
-def _commit(conn: sqlite3.Connection, plan: Plan, guard: KeyGuard | None) -> dict[str, Any]:
+def _commit(conn: sqlite3.Connection, plan: Plan, guard: Guard | None) -> dict[str, Any]:
     """T2's body: key re-check, the action's commit, file registration, the key's answer."""
     if guard is not None:
         guard.check(conn)
@@ -465,6 +489,15 @@ def _set_status(conn: sqlite3.Connection, intent_id: str, status: str) -> None:
         "UPDATE delivery_fs_intents SET status = ?, updated_at = ? WHERE id = ?",
         (status, clock.now(), intent_id),
     )
+
+
+def flat(answer: dict[str, Any]) -> dict[str, Any]:
+    """A single-unit tool's answer: the action's result beside diagnostics and seq."""
+    return {
+        **answer["result"],
+        "diagnostics": answer["diagnostics"],
+        "journal_seq": answer["journal_seq"],
+    }
 
 
 def unchanged(op: str, result: dict[str, Any], diagnostics: list[Diagnostic]) -> Plan:
