@@ -31,6 +31,16 @@ and rolls the files back the same way, or, for a ``committed`` intent, finishes 
 post-commit work. Files whose bytes would not change are not rewritten, so a target's
 new digest always differs from its old one and "bears the new digest" means "we wrote
 it". No file is read or written while a write transaction is open.
+
+A process killed inside the kernel's atomic write leaves its temp file
+(``.ithaca-<16 hex>.tmp``) beside the target, and maybe folders it made for it, so a
+rollback also sweeps them (``_sweep_temps``, ``_remove_created``). Only what the unit
+can be shown to own goes: in a target's folder, a temp with exactly the kernel's name
+that holds the target's new bytes, or any such temp when the intent recorded the folder
+as missing at T1 (nothing else writes into a folder a pending unit is bringing into
+being); then the recorded folders, deepest first, if they are empty. A half-written
+temp in a folder that existed before is left alone: it cannot be told apart from a live
+writer's, and deleting that would fail its write.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import time
@@ -64,6 +75,8 @@ PATH_WAIT_S = 30.0
 # How often a request is prepared again after other writers overtook its plan.
 MAX_ATTEMPTS = 8
 RECOVERY_FOLDER = "recovery"
+# The exact name ``kernel.files.write_atomic`` gives its temp file (``secrets.token_hex(8)``).
+KERNEL_TEMP_NAME = re.compile(r"\.ithaca-[0-9a-f]{16}\.tmp")
 
 
 @dataclass(frozen=True)
@@ -203,6 +216,9 @@ class Units:
         steps: dict[str, Any] = {"targets": targets}
         if moves:
             steps["renames"] = moves
+        created = self._missing_folders([write.path for write, _ in changed], renames)
+        if created:
+            steps["created"] = created
         pid, start = processes.current_owner()
         deadline = time.monotonic() + PATH_WAIT_S
         delay = 0.05
@@ -226,7 +242,13 @@ class Units:
                             now,
                         ),
                     )
-                    return {"id": intent_id, "op": op, "targets": targets, "renames": moves}
+                    return {
+                        "id": intent_id,
+                        "op": op,
+                        "targets": targets,
+                        "renames": moves,
+                        "created": created,
+                    }
             dead = [row for row in blockers if not processes.is_alive(row[3], row[4])]
             for row in dead:
                 self._recover(row)
@@ -240,6 +262,21 @@ class Units:
                 )
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
+
+    def _missing_folders(self, paths: list[str], renames: tuple[Rename, ...]) -> list[str]:
+        """The folders holding ``paths`` that do not exist yet, so writing will make them
+        (a folder inside a moved one is looked for where it lies before the move)."""
+        missing: set[str] = set()
+        for path in paths:
+            parts = path.split("/")[:-1]
+            while parts:
+                folder = "/".join(parts)
+                now_at = _before_renames(folder, renames)
+                if os.path.lexists(os.path.join(self.state_root, now_at)):
+                    break
+                missing.add(folder)
+                parts.pop()
+        return sorted(missing)
 
     def _write_files(self, intent: dict[str, Any], writes: list[TrackedWrite]) -> None:
         """Step 2: check the old bytes are still the planned ones, copy them, write."""
@@ -298,8 +335,7 @@ class Units:
     def _abandon(self, intent: dict[str, Any]) -> None:
         """Undo a unit that failed in this process, and forget its intent."""
         try:
-            self._restore(intent["targets"], intent["renames"])
-            self._move_back(intent["renames"])
+            self._roll_back(intent["targets"], intent["renames"], intent["created"])
             with self.store.write() as conn:
                 conn.execute("DELETE FROM delivery_fs_intents WHERE id = ?", (intent["id"],))
             self._drop_copies(intent["id"])
@@ -340,8 +376,7 @@ class Units:
         parsed = json.loads(steps)
         targets, renames = parsed["targets"], parsed.get("renames", [])
         if status == "pending":
-            self._restore(targets, renames)
-            self._move_back(renames)
+            self._roll_back(targets, renames, parsed.get("created", []))
         outcome = "rolled_back" if status == "pending" else "done"
         with self.store.write() as conn:
             moved = conn.execute(
@@ -363,29 +398,69 @@ class Units:
         self._drop_copies(intent_id)
         return {"intent": intent_id, "op": op, "was": status, "now": outcome}
 
-    def _restore(
-        self, targets: list[dict[str, Any]], renames: list[dict[str, str]] | None = None
+    def _roll_back(
+        self,
+        targets: list[dict[str, Any]],
+        renames: list[dict[str, str]],
+        created: list[str],
     ) -> None:
-        """Put back every target this unit wrote: its copy, or nothing if it was new.
-        Folders the unit moved are kept, even emptied, so they can be moved back."""
-        keep = {move["target"] for move in renames or []}
+        """Undo a pending unit: files and their temps, the folders it made (some lie in
+        a moved folder), then the moves."""
+        self._restore(targets, created)
+        self._remove_created(created)
+        self._move_back(renames)
+
+    def _restore(self, targets: list[dict[str, Any]], created: list[str]) -> None:
+        """Put back every target this unit wrote (its copy, or nothing if it was new) and
+        sweep the temps a write killed before its rename left beside it. Folders are
+        left for ``_remove_created``."""
         for target in targets:
             path = target["path"]
+            self._sweep_temps(path, target["expected"], created)
             if registry.file_digest(self.state_root, path) != target["expected"]:
                 continue  # never written by this unit (or already restored)
             if target["previous"] is None:
                 remove_confined(self.state_root, path)
-                self._prune_empty_folders(path, keep)
                 continue
             copy = registry.read_bytes(self.runtime, target["copy"])
             if copy is not None and canon.digest_bytes(copy) == target["previous"]:
                 write_atomic(self.state_root, path, copy)
 
-    def _prune_empty_folders(self, path: str, keep: set[str] | None = None) -> None:
-        """Remove the folders a rolled-back new file leaves empty (a change folder, say),
-        up to (not including) any folder in ``keep``."""
+    def _sweep_temps(self, path: str, expected: str, created: list[str]) -> None:
+        """Delete the kernel temps beside ``path`` that this unit owns: all of them in a
+        folder it made, else only those holding its new bytes (digest ``expected``)."""
+        folders = path.split("/")[:-1]
+        made = "/".join(folders) in created
+        folder_fd = _open_folders(self.state_root, folders, create=False)
+        if folder_fd is None:
+            return
+        try:
+            swept = False
+            for name in os.listdir(folder_fd):
+                if not KERNEL_TEMP_NAME.fullmatch(name) or _kind(folder_fd, name) != stat.S_IFREG:
+                    continue
+                if made or _digest_at(folder_fd, name) == expected:
+                    os.unlink(name, dir_fd=folder_fd)
+                    swept = True
+            if swept:
+                os.fsync(folder_fd)
+        finally:
+            os.close(folder_fd)
+
+    def _remove_created(self, created: list[str]) -> None:
+        """Remove the folders the intent recorded as made by it, deepest first, when
+        empty; a folder something else has filled since stays, and so does the parent of
+        a moved folder until ``_move_back`` empties it."""
+        for folder in sorted(created, key=lambda name: name.count("/"), reverse=True):
+            try:
+                os.rmdir(os.path.join(self.state_root, folder))
+            except OSError:
+                continue
+
+    def _prune_empty_folders(self, path: str) -> None:
+        """Remove the folders a folder moved back leaves empty, from its old parent up."""
         parts = path.split("/")[:-1]
-        while parts and "/".join(parts) not in (keep or set()):
+        while parts:
             try:
                 os.rmdir(os.path.join(self.state_root, *parts))
             except OSError:
@@ -442,9 +517,9 @@ def _overlaps(path: str, paths: set[str]) -> bool:
 
 
 def _before_renames(path: str, renames: tuple[Rename, ...]) -> str:
-    """Where the file a unit will have at ``path`` lies before its folders move."""
+    """Where what a unit will have at ``path`` lies before its folders move."""
     for move in renames:
-        if path.startswith(move.target + "/"):
+        if path == move.target or path.startswith(move.target + "/"):
             return move.source + path[len(move.target) :]
     return path
 
@@ -482,6 +557,16 @@ def _kind(folder_fd: int, name: str) -> int | None:
         return stat.S_IFMT(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return None
+
+
+def _digest_at(folder_fd: int, name: str) -> str | None:
+    """The digest of the regular file ``name`` in the folder, None if it cannot be read."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return canon.digest_bytes(handle.read())
 
 
 def _set_status(conn: sqlite3.Connection, intent_id: str, status: str) -> None:
