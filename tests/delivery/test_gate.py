@@ -253,6 +253,10 @@ def edit_calls(path: str) -> list[tuple[str, dict]]:
         ("Bash", {"command": f"echo x > {path}"}),
         ("Bash", {"command": f"sed -i s/a/b/ {path}"}),
         ("Bash", {"command": f"rm -f {path}"}),
+        ("Bash", {"command": f"echo x | tee {path}"}),
+        ("Bash", {"command": f"cp draft.json {path}"}),
+        ("Bash", {"command": f"mv draft.json {path}"}),
+        ("Bash", {"command": f"git checkout -- {path}"}),
     ]
 
 
@@ -266,6 +270,20 @@ def test_writes_to_a_managed_file_carry_both_reasons(project_dir, relpath, what,
         assert GUARD in guard
         assert delivery.startswith(f"Ithaca delivery: {path} ") and what in delivery
         assert tool in delivery
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'python3 -c \'open(".ithaca/decisions/baseline/dec-auth.json","w").write("x")\'',
+        "node -e \"require('fs').writeFileSync('.ithaca/tasks/tasks.json','x')\"",
+        "D=.ithaca; rm -rf $D",
+    ],
+)
+def test_writes_hidden_in_inline_code_or_a_variable_are_denied(project_dir, command):
+    effect, reason = pre_tool_use(project_dir, "Bash", {"command": command})
+    assert effect == "deny"
+    assert reason.startswith("Ithaca: ") and "which only Ithaca writes" in reason
 
 
 def test_a_shell_command_naming_a_managed_file_is_denied_unless_read_only(project_dir):

@@ -178,3 +178,72 @@ def test_globs_and_shell_decided_paths_aimed_at_state_are_denied(project_dir, ct
 )
 def test_ordinary_commands_near_those_patterns_pass(project_dir, ctx, command):
     assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "abstain"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'python3 -c \'open(".ithaca/decisions/baseline/dec-auth.json","w").write("x")\'',
+        "node -e \"require('fs').writeFileSync('.ithaca/tasks/tasks.json','x')\"",
+        "python3.11 -Bc 'import shutil; shutil.rmtree(\".ithaca\")'",
+        "python3 -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' .ithaca",
+        'uv run python -c \'open(".ithaca/config.toml","w")\'',
+        "node -pe \"require('fs').rmSync('.ithaca',{recursive:true})\"",
+        "bun --eval \"require('fs').rmSync('.ithaca',{recursive:true})\"",
+        "deno eval 'Deno.removeSync(\".ithaca\", {recursive: true})'",
+        "perl -e 'unlink \".ithaca/config.toml\"'",
+        'ruby -rjson -e \'File.write(".ithaca/config.toml", "")\'',
+        "php -r 'unlink(\".ithaca/config.toml\");'",
+        'sh -c \'python3 -c "open(\\".ithaca/x\\",\\"w\\")"\'',
+        "bash -c 'rm -rf \"$1\"' _ .ithaca",
+    ],
+)
+def test_inline_code_naming_the_state_folder_is_denied(project_dir, ctx, command):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert (opinion.effect, opinion.code) == ("deny", "STATE_WRITE_DENIED")
+    assert "runs inline code that names .ithaca/" in opinion.reason
+
+
+def test_inline_code_naming_the_real_state_root_is_denied(project_dir, ctx):
+    code = f"import os; os.remove({str(project_dir / '.ithaca' / 'config.toml')!r})"
+    opinion = decide(_call(project_dir, "Bash", {"command": f'python3 -c "{code}"'}), ctx)
+    assert opinion.code == "STATE_WRITE_DENIED"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "D=.ithaca; rm -rf $D",
+        "export D=.ithaca; rm -rf ${D}/tasks",
+        'D="$PWD/.ithaca"; E=$D/tasks; cd $E && rm -f *',
+        "D=.ithaca bash -c 'rm -rf $D'",
+        "D=.ithaca; echo x > $D/config.toml",
+        "D=.ithaca; python3 -c \"import shutil; shutil.rmtree('$D')\"",
+    ],
+)
+def test_a_variable_set_to_the_state_folder_is_followed(project_dir, ctx, command):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert (opinion.effect, opinion.code) == ("deny", "STATE_WRITE_DENIED")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat .ithaca/decisions/baseline/x.json",
+        "python -c 'print(1)'",
+        "python -W ignore -c 'print(1)' && cat .ithaca/config.toml",
+        "grep -r foo .ithaca",
+        "git diff .ithaca",
+        "ithaca context",
+        "python3 -m json.tool .ithaca/config.toml",
+        "python -m pytest -c .ithaca/x.ini",
+        "python3 script.py -c .ithaca",
+        "node script.js -e .ithaca",
+        "bash -c 'cat .ithaca/config.toml'",
+        "D=.ithaca; ls $D && make",
+        "D=.ithaca; D=src; rm -rf $D",
+        "D=.ithaca; rm -rf $DIR",
+    ],
+)
+def test_reads_of_state_and_unrelated_interpreter_calls_pass(project_dir, ctx, command):
+    assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "abstain"

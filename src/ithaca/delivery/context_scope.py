@@ -28,13 +28,13 @@ Row = dict[str, Any]
 _CHANGE_ORDER = (
     "SELECT id FROM delivery_changes WHERE status IN ('active', 'blocked', 'ready')"
     " ORDER BY CASE status WHEN 'active' THEN 0 WHEN 'blocked' THEN 1 ELSE 2 END,"
-    " updated_at DESC, id DESC LIMIT 1"
+    " updated_at DESC, rowid DESC LIMIT 1"
 )
 _TASK_ORDER = (
     "SELECT id FROM delivery_tasks WHERE change_id = ?"
     " AND status IN ('in_progress', 'blocked', 'pending')"
     " ORDER BY CASE status WHEN 'in_progress' THEN 0 WHEN 'blocked' THEN 1 ELSE 2 END,"
-    " updated_at DESC, id DESC LIMIT 1"
+    " updated_at DESC, rowid DESC LIMIT 1"
 )
 
 

@@ -54,13 +54,13 @@ _CHANGE = (
     "SELECT id, kind, status FROM delivery_changes"
     " WHERE status IN ('active', 'blocked', 'ready')"
     " ORDER BY CASE status WHEN 'active' THEN 0 WHEN 'blocked' THEN 1 ELSE 2 END,"
-    " created_at DESC, id DESC LIMIT 1"
+    " updated_at DESC, rowid DESC LIMIT 1"
 )
 _TASK = (
     "SELECT id, json_extract(contract, '$.title'), status FROM delivery_tasks"
     " WHERE change_id = ? AND status IN ('in_progress', 'blocked', 'pending')"
     " ORDER BY CASE status WHEN 'in_progress' THEN 0 WHEN 'blocked' THEN 1 ELSE 2 END,"
-    " updated_at DESC, id LIMIT 1"
+    " updated_at DESC, rowid DESC LIMIT 1"
 )
 # The newest draft or accepted checkpoint of each stage; a draft without a revision of
 # its own is shown as the revision it would become.

@@ -6,6 +6,11 @@ trusted source). It denies an agent's writes under the state root (``.ithaca/``)
 the paths a part has allowed for a while (``write_allowances``), any direct use of the
 state database, and any invocation of a user-only Ithaca command however it is spelled.
 The protocol ``ithaca.state-off-limits`` tells the agent the rule; this module enforces it.
+
+Writes the shell parser cannot see are caught from the text instead: inline code handed to
+an interpreter (``python -c``, ``node -e``…) that names the state folder, and targets held
+in a shell variable the same line set to a path there (``D=.ithaca; rm -rf $D``). These
+are heuristics against an over-eager agent, not a sandbox.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 
 from ithaca.kernel import config
 from ithaca.kernel.authority import command_kind, user_only_command
-from ithaca.kernel.call import Call
+from ithaca.kernel.call import Call, SimpleCommand
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME
@@ -57,12 +62,13 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     state_root = ctx.project.state_root
     user_settings = os.path.realpath(config.home())
     allowed = _allowances(ctx)
+    state_variables = _state_variables(call.commands, state_root)
     for target in call.write_targets:
         path = _absolute(ctx.project.root, target)
         if _may_touch(target, STATE_DIR_NAME) and not _shell_decided(target):
             path = os.path.join(state_root, "*")  # a glob such as `.ith*` can reach it
-        elif _shell_decided(target) and STATE_DIR_NAME in target:
-            path = state_root  # `"$PWD/.ithaca"`: decided by the shell, aimed at the state
+        elif _shell_decided(target) and _names_state(target, state_root, state_variables):
+            path = state_root  # `"$PWD/.ithaca"`, `$D`: decided by the shell, aimed at the state
         if os.path.relpath(path, ctx.project.root) in HOST_FILES:
             return Opinion(
                 "deny",
@@ -77,12 +83,15 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
                 f"Ithaca: {target} is in the user's Ithaca settings, which only the user edits.",
             )
         if _inside(path, state_root) and not any(_inside(path, a) for a in allowed):
-            return Opinion(
-                "deny",
-                "STATE_WRITE_DENIED",
-                f"Ithaca: {target} is under {os.path.basename(state_root)}/, which only Ithaca"
-                " writes. Change Ithaca state through its tools and commands.",
-            )
+            return _state_write_denied(f"{target} is under {os.path.basename(state_root)}/")
+    if call.mutating:
+        for command in call.commands:
+            words = _inline_code_words(command.argv)
+            if any(_names_state(word, state_root, state_variables) for word in words):
+                return _state_write_denied(
+                    f"`{command.program}` runs inline code that names"
+                    f" {os.path.basename(state_root)}/"
+                )
     if any(_cleans_ignored_files(command.argv) for command in call.commands):
         return Opinion(
             "deny",
@@ -101,6 +110,145 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
                     "Ithaca: the state database is off limits; use Ithaca's tools.",
                 )
     return ABSTAIN
+
+
+def _state_write_denied(subject: str) -> Opinion:
+    return Opinion(
+        "deny",
+        "STATE_WRITE_DENIED",
+        f"Ithaca: {subject}, which only Ithaca writes."
+        " Change Ithaca state through its tools and commands.",
+    )
+
+
+# How an interpreter takes code on its command line, by program family: long options
+# whose value is code, short letters whose value is code, letters taking a value (attached
+# or the next word), letters taking only an attached value, and letters after which a file
+# or module runs instead. Shells are listed so that `sh -c BODY ARGS` finds its BODY.
+_INLINE: dict[str, tuple[frozenset[str], str, str, str, str]] = {
+    "python": (frozenset(), "c", "WX", "", "m"),
+    "pypy": (frozenset(), "c", "WX", "", "m"),
+    "node": (frozenset({"--eval", "--print"}), "ep", "r", "", ""),
+    "nodejs": (frozenset({"--eval", "--print"}), "ep", "r", "", ""),
+    "bun": (frozenset({"--eval", "--print"}), "ep", "r", "", ""),
+    "perl": (frozenset(), "eE", "", "0CdDFiIlmMx", ""),
+    "ruby": (frozenset(), "e", "CEIr", "0FiKlTWx", ""),
+    "php": (frozenset(), "rBRE", "cdz", "", "fF"),
+    **{shell: (frozenset(), "c", "oO", "", "") for shell in ("sh", "bash", "zsh", "dash", "ksh")},
+}
+# Tools that run a program inside an environment: `uv run python -c …`.
+_RUNNERS = frozenset({"uv", "poetry", "pdm", "hatch", "pipenv", "rye", "conda", "mamba"})
+# Builtins whose operands may be assignments: `export D=.ithaca`.
+_DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+
+def _inline_code_words(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The inline code an interpreter runs and the words it passes that code, or ``()``.
+
+    A shell's ``-c`` body is parsed into commands of its own, so for a shell only the words
+    the body receives as ``$0``, ``$1``… count, and only when the body reads a variable.
+    """
+    if argv and argv[0].rsplit("/", 1)[-1] in _RUNNERS and "run" in argv:
+        rest = argv[argv.index("run") + 1 :]
+        argv = next((rest[i:] for i, word in enumerate(rest) if _family(word)), ())
+    family = _family(argv[0]) if argv else None
+    if family is None:
+        return ()
+    if family == "deno":
+        return argv[2:] if argv[1:2] == ("eval",) else ()
+    code = _inline_code_index(argv, *_INLINE[family])
+    if code is None:
+        return ()
+    if family in ("sh", "bash", "zsh", "dash", "ksh"):
+        while code < len(argv) and argv[code][:1] in ("-", "+"):
+            code += 1  # `bash -ce BODY`: the body is the first operand
+        return argv[code + 1 :] if "$" in "".join(argv[code : code + 1]) else ()
+    return argv[1:]
+
+
+def _family(word: str) -> str | None:
+    """``python3.11`` → ``python``, ``php8.2`` → ``php``; ``None`` for other programs."""
+    family = word.rsplit("/", 1)[-1].rstrip("0123456789.")
+    return family if family in _INLINE or family == "deno" else None
+
+
+def _inline_code_index(
+    argv: tuple[str, ...],
+    long_code: frozenset[str],
+    code: str,
+    valued: str,
+    attached: str,
+    stops: str,
+) -> int | None:
+    """Index of the word holding the inline code, scanning options up to the first operand."""
+    index = 1
+    while index < len(argv):
+        token = argv[index]
+        index += 1
+        if token.split("=", 1)[0] in long_code:
+            return index - 1 if "=" in token else index
+        if token.startswith("--") or (token[:1] == "+" and len(token) > 1):
+            continue  # `--norc`, `+o pipefail`: options without inline code
+        if len(token) < 2 or token[0] != "-":
+            return None  # a script or a lone `-`: the code comes from elsewhere
+        for position, letter in enumerate(token[1:], start=2):
+            if letter in stops:
+                return None
+            if letter in code:
+                return index - 1 if position < len(token) else index
+            if letter in attached:
+                break
+            if letter in valued:
+                index += position == len(token)  # `-W ignore`: the value is the next word
+                break
+    return None
+
+
+def _state_variables(commands: tuple[SimpleCommand, ...], state_root: str) -> frozenset[str]:
+    """Shell variables the line sets to a path naming the state folder and uses afterwards."""
+    aimed: set[str] = set()
+    used: set[str] = set()
+    for command in commands:
+        words = (*command.argv, *command.redirects)
+        used.update(name for name in aimed if any(_uses_variable(w, name) for w in words))
+        for name, value in _assignments(command):
+            if _names_state(value, state_root, aimed):
+                aimed.add(name)
+            else:
+                aimed.discard(name)
+    return frozenset(used)
+
+
+def _assignments(command: SimpleCommand) -> list[tuple[str, str]]:
+    words = list(command.assignments)
+    if command.program in _DECLARATIONS:
+        words += [word for word in command.argv[1:] if not word.startswith(("-", "+"))]
+    pairs = []
+    for word in words:
+        name, equals, value = word.partition("=")
+        name = name.split("[", 1)[0].rstrip("+")
+        if equals and name.isidentifier():
+            pairs.append((name, value))
+    return pairs
+
+
+def _names_state(word: str, state_root: str, variables: set[str] | frozenset[str]) -> bool:
+    """Whether ``word`` names the state folder, literally or through one of ``variables``."""
+    if STATE_DIR_NAME in word or state_root in word:
+        return True
+    return "$" in word and any(_uses_variable(word, name) for name in variables)
+
+
+def _uses_variable(word: str, name: str) -> bool:
+    """Whether ``word`` expands ``$name`` or ``${name…}``."""
+    for reference in ("$" + name, "${" + name):
+        start = word.find(reference)
+        while start >= 0:
+            end = start + len(reference)
+            if end == len(word) or not (word[end].isalnum() or word[end] == "_"):
+                return True
+            start = word.find(reference, end)
+    return False
 
 
 def _shell_decided(word: str) -> bool:
