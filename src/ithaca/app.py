@@ -112,6 +112,12 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
     if not existed:
         made.append(_relative(project.db_path, project.root))
     opened.protocols.reconcile()
+    from ithaca.delivery.templates import ship
+
+    made.extend(
+        _relative(os.path.join(project.state_root, path), project.root)
+        for path in ship(opened.delivery.units)
+    )
     return opened, made
 
 

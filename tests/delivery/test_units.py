@@ -48,17 +48,13 @@ def table_count(project: IthacaProject, table: str) -> int:
 def test_a_crash_before_commit_leaves_no_orphan(
     record: Any, project: IthacaProject, state_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tables = ("delivery_changes", "delivery_fs_intents", "delivery_idempotency", "delivery_files")
+    before = {table: table_count(project, table) for table in tables}
     crash_after_writing(monkeypatch, "intent.md")
     with pytest.raises(Crash):
         record("change_contract", "open", OPEN, key="open-1")
     assert not (state_root / "changes").exists()
-    for table in (
-        "delivery_changes",
-        "delivery_fs_intents",
-        "delivery_idempotency",
-        "delivery_files",
-    ):
-        assert table_count(project, table) == 0
+    assert {table: table_count(project, table) for table in tables} == before
     monkeypatch.undo()
     assert record("change_contract", "open", OPEN, key="open-1")["status"] == "committed"
 

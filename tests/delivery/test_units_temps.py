@@ -60,7 +60,9 @@ def reopen(project: IthacaProject) -> list[dict[str, Any]]:
 
 
 def intent_statuses(project: IthacaProject) -> list[str]:
-    rows = project.store.connection().execute("SELECT status FROM delivery_fs_intents")
+    rows = project.store.connection().execute(
+        "SELECT status FROM delivery_fs_intents WHERE op != 'templates'"  # init's own unit
+    )
     return [row[0] for row in rows]
 
 

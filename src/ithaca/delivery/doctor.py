@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 CHANGES_ARCHIVE = "changes/archive"
 # Folders under the state root whose files only Ithaca writes, each one registered.
-TRACKED_PLANES = ("specs", "decisions", "docs/research", "changes")
+TRACKED_PLANES = ("specs", "decisions", "docs/research", "changes", "reports/templates")
 # An archived change's folder is ``<yyyy-mm-dd>-<id>``.
 ARCHIVE_DATE_LENGTH = len("2026-01-01-")
 
