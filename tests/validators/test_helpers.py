@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from textwrap import dedent
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ithaca.kernel.config import defaults
@@ -253,12 +253,14 @@ def strict_json(text):
         st.text('{}[],:" \\0123456789.eE+-truefalsnl\t\x01u', max_size=14),
     )
 )
+@example("\\200")  # the refusal quotes evidence verbatim: echo would expand this to a byte
 def test_shell_helper_accepts_exactly_strict_json_evidence(tmp_path_factory, text):
-    status, found, _ = shell(tmp_path_factory.mktemp("sh"), "tb_pass", "r", text)
+    status, found, stderr = shell(tmp_path_factory.mktemp("sh"), "tb_pass", "r", text)
     if strict_json(text):
         assert status == 0 and found["evidence"] == json.loads(text)
     else:
         assert (status, found) == (2, None)
+        assert f"evidence is not JSON: {text}" in stderr
 
 
 @settings(max_examples=60, deadline=None)

@@ -21,7 +21,7 @@ _tb_verdict() {
   fi
   _tb_record=$(TB_KIND="$1" TB_REASON="$2" TB_EVIDENCE="${3-}" TB_HAS_EVIDENCE="$(($# - 2))" \
     awk "$_tb_awk_record" </dev/null) || {
-    echo "tb_$1: evidence is not JSON: ${3-}" >&2
+    printf 'tb_%s: evidence is not JSON: %s\n' "$1" "${3-}" >&2  # echo would expand \ escapes
     return 2
   }
   _tb_temp="$TB_VERDICT_PATH.$$.tmp"
