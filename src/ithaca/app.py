@@ -21,6 +21,7 @@ from ithaca.kernel.store import Store
 if TYPE_CHECKING:
     from ithaca.delivery.service import DeliveryService
     from ithaca.protocols.service import ProtocolsService
+    from ithaca.ultragoal.service import UltragoalService
     from ithaca.ulysses.knowledge import KnowledgeService
     from ithaca.ulysses.service import UlyssesService
     from ithaca.validators.notebooks import NotebookService
@@ -58,6 +59,12 @@ class IthacaProject:
         from ithaca.delivery.service import DeliveryService
 
         return DeliveryService(self.project, self.store, self.config)
+
+    @cached_property
+    def ultragoal(self) -> UltragoalService:
+        from ithaca.ultragoal.service import UltragoalService
+
+        return UltragoalService(self.project, self.store, self.config)
 
     @cached_property
     def knowledge(self) -> KnowledgeService:

@@ -54,6 +54,7 @@ def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client)
         "checkpoint",
         "archive",
         "doctor",
+        "ultragoal",
     }
     read_only = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
     assert read_only == {"protocols", "knowledge", "context"}

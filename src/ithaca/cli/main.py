@@ -21,6 +21,7 @@ from ithaca.cli import (
     project,
     protocols,
     record,
+    ultragoal,
     ulysses,
 )
 
@@ -49,6 +50,7 @@ for command in (
     protocols.group,
     notebook.group,
     ulysses.group,
+    ultragoal.group,
     knowledge.group,
     context_command.context,
     record.record,

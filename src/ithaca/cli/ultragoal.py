@@ -3,7 +3,7 @@
 Each subcommand is one operation with the seed's name and flags, so the skill text runs
 unchanged with ``ithaca ultragoal`` for its script. ``--session`` is accepted on the group
 and on every subcommand. JSON-valued flags take inline JSON or ``-`` for standard input
-(at most one ``-`` per call); lists such as ``--completion-evidence`` are comma-separated.
+(no command reads two); lists such as ``--completion-evidence`` are comma-separated.
 Writes print their result as JSON; reads print text, or JSON with ``--json``.
 
 The budget levers, the review-budget renewal and finding dismissal are the user's: they
@@ -50,7 +50,6 @@ def group(ctx: click.Context, session: str | None) -> None:
     """Objective pursuit over confirmed stories that never false-completes."""
     ctx.ensure_object(dict)
     ctx.obj["ultragoal_session"] = session
-    ctx.obj["stdin_used"] = False
 
 
 # --- plumbing ---------------------------------------------------------------------------
@@ -92,20 +91,11 @@ def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def _stdin(ctx: click.Context, flag: str) -> str:
-    """Standard input for one ``-`` flag; a second one in the same call is usage."""
-    with errors_to_exit(True):
-        if ctx.obj.get("stdin_used"):
-            raise invalid_field(f"/{flag}", "STDIN_TWICE", "only one flag per call may read '-'")
-    ctx.obj["stdin_used"] = True
-    return sys.stdin.read()
-
-
-def _json_value(ctx: click.Context, flag: str, text: str | None) -> Any:
+def _json_value(flag: str, text: str | None) -> Any:
     if text is None:
         return None
     if text == "-":
-        text = _stdin(ctx, flag)
+        text = sys.stdin.read()
     with errors_to_exit(True):
         try:
             return json.loads(text)
@@ -263,7 +253,7 @@ def set_command(ctx: click.Context, session: str | None, **flags: Any) -> None:
     if "completion_evidence" in fields:
         fields["completion_evidence"] = _list(fields["completion_evidence"])
     if fields.get("codex_goal_objective") == "-":
-        text = _stdin(ctx, "codex-goal-objective")
+        text = sys.stdin.read()
         fields["codex_goal_objective"] = text[:-1] if text.endswith("\n") else text
     raises_budget = "max_iterations" in fields or "max_wall_minutes" in fields
     if raises_budget and _at_terminal():
@@ -283,7 +273,7 @@ def set_stories_command(
     ctx: click.Context, session: str | None, stories: str | None, single: bool
 ) -> None:
     """Replace the story set (planning)."""
-    value = _json_value(ctx, "json", stories)
+    value = _json_value("json", stories)
     _write(ctx, "set_stories", session, stories=value, single=single or None)
 
 
@@ -334,7 +324,7 @@ def add_story_command(
     ctx: click.Context, session: str | None, story: str, evidence: str, rationale: str
 ) -> None:
     """Append a story (unconfirmed)."""
-    value = _json_value(ctx, "json", story)
+    value = _json_value("json", story)
     _write(ctx, "add_story", session, story=value, evidence=evidence, rationale=rationale)
 
 
@@ -354,7 +344,7 @@ def revise_story_command(
     rationale: str,
 ) -> None:
     """Patch a story; it returns to unconfirmed."""
-    value = _json_value(ctx, "json", patch)
+    value = _json_value("json", patch)
     _write(
         ctx,
         "revise_story",
@@ -395,7 +385,7 @@ def split_story_command(
     rationale: str,
 ) -> None:
     """Retire a story in favour of two or more replacements."""
-    value = _json_value(ctx, "json", replacements)
+    value = _json_value("json", replacements)
     _write(
         ctx,
         "split_story",
@@ -418,7 +408,7 @@ def run_story_validator_command(
     """Run a story's bound validator on OBSERVED (default null)."""
     fields: dict[str, Any] = {"id": story_id}
     if observed is not None:
-        fields["observed"] = _json_value(ctx, "observed", observed)
+        fields["observed"] = _json_value("observed", observed)
     emit_json(_call(ctx, "run_story_validator", session, fields))
 
 
@@ -431,7 +421,7 @@ def run_story_validator_command(
 @click.pass_context
 def record_story_verdict_command(ctx: click.Context, session: str | None, verdict: str) -> None:
     """Record {id, verdict, evidence_refs, verifier} for a story."""
-    value = _json_value(ctx, "json", verdict)
+    value = _json_value("json", verdict)
     with errors_to_exit(True):
         if not isinstance(value, dict):
             raise invalid_field("/json", "WRONG_TYPE", "--json must be a JSON object")
@@ -464,7 +454,7 @@ def request_complete_command(
     """The only path to complete: every gate is checked."""
     snapshot = codex_goal_json
     if snapshot == "-":
-        snapshot = _stdin(ctx, "codex-goal-json")
+        snapshot = sys.stdin.read()
     _write(ctx, "request_complete", session, codex_goal_json=snapshot)
 
 
@@ -514,7 +504,7 @@ def submit_review_command(
     ctx: click.Context, session: str | None, nonce: str, artifact: str
 ) -> None:
     """Reviewer: store the review artifact under a claimed dispatch."""
-    value = _json_value(ctx, "json", artifact)
+    value = _json_value("json", artifact)
     _write(ctx, "submit_review", session, nonce=nonce, artifact=value)
 
 

@@ -31,6 +31,10 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("protocols", "remove"),
     ("protocols", "admit"),
     ("ulysses", "rollback"),
+    ("ultragoal", "resume-pursuit"),
+    ("ultragoal", "set-budget-limited"),
+    ("ultragoal", "approve-review-dispatch-renewal"),
+    ("ultragoal", "dismiss-review-finding"),
     ("doctor", "restore"),
     ("doctor", "--rebuild"),
 )

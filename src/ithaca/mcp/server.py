@@ -3,8 +3,8 @@
 The server is a thin adapter over the same services the CLI calls, and it acts only as
 ``agent``: ``load_protocols`` and the read-only ``protocols`` tool, the debugging tools
 ``notebook``, ``ulysses`` and ``knowledge`` (``ithaca.mcp.debugging``), delivery's
-``context``, ``record``, ``checkpoint``, ``archive`` and ``doctor``, and nothing a user
-alone may do.
+``context``, ``record``, ``checkpoint``, ``archive`` and ``doctor``, ``ultragoal``'s agent
+operations, and nothing a user alone may do.
 
 Each tool publishes a hand-written JSON Schema and receives the raw arguments, which are
 checked by Ithaca itself — against that schema (``ithaca.mcp.errors``), or by the
@@ -44,6 +44,7 @@ from ithaca.mcp.debugging import SESSION_PROPERTY
 from ithaca.mcp.errors import check_arguments, check_text, error_result
 from ithaca.protocols import tooling
 from ithaca.protocols.service import SELECTOR_ARGUMENTS, ProtocolsService
+from ithaca.ultragoal.tool import ULTRAGOAL_DESCRIPTION, ULTRAGOAL_SCHEMA, ULTRAGOAL_TITLE
 from ithaca.validators.runner import remove_stale_run_folders
 
 INSTRUCTIONS = (
@@ -176,6 +177,14 @@ def build_server(project_path: str) -> MCPServer:
             schema=PROTOCOLS_SCHEMA,
             read_only=True,
             handler=lambda arguments: read_protocols(service, arguments),
+        ),
+        _tool(
+            "ultragoal",
+            title=ULTRAGOAL_TITLE,
+            description=ULTRAGOAL_DESCRIPTION,
+            schema=ULTRAGOAL_SCHEMA,
+            read_only=False,
+            handler=partial(_dispatch, project.ultragoal),
         ),
         *(
             _tool(

@@ -1,0 +1,201 @@
+"""Fixtures for the ultragoal tests: a project, its service, and a driver that moves a
+pursuit to a given point through the agent's own operations.
+
+Test modules run in importlib mode and cannot import this file, so the helpers live on
+the ``Driver`` the ``ug`` fixture returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ithaca.app import IthacaProject, init_project
+from ithaca.kernel import canon
+from ithaca.ultragoal import records
+from ithaca.ultragoal.contract import scope_digest
+from ithaca.ultragoal.service import UltragoalService
+
+
+class Driver:
+    """One session's pursuit, driven as the agent (``call``) or the user (``as_user``)."""
+
+    SESSION = "sess-a"
+    OUTCOME = "The parser accepts trailing commas"
+    SURFACE = "pytest tests/test_parser.py passes"
+    STORY_A = {
+        "id": "A",
+        "story": "Accept trailing commas in arrays",
+        "acceptance_criteria": ["[1,2,] parses"],
+        "verification_surface": "test_arrays passes",
+    }
+    STORY_B = {
+        "id": "B",
+        "story": "Accept trailing commas in objects",
+        "acceptance_criteria": ['{"a":1,} parses'],
+        "verification_surface": "test_objects passes",
+    }
+
+    def __init__(self, service: UltragoalService, root: Path):
+        self.service = service
+        self.root = root
+        self.session = self.SESSION
+
+    def call(self, operation: str, **fields: Any) -> dict[str, Any]:
+        return self.service.dispatch({"operation": operation, "session": self.session, **fields})
+
+    def as_user(self, operation: str, **fields: Any) -> dict[str, Any]:
+        """The operation as the user at a terminal (the CLI's check already passed)."""
+        return self.service.perform(
+            {"operation": operation, "session": self.session, **fields}, actor="user"
+        )
+
+    def write(self, name: str, text: str = "ok\n") -> str:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return name
+
+    def plan(self, *stories: dict[str, Any]) -> None:
+        """Planning with both slots and the stories, all confirmed (relayed)."""
+        self.call("set", phase="planning", outcome=self.OUTCOME, verification_surface=self.SURFACE)
+        self.call("set_stories", stories=list(stories or (self.STORY_A,)))
+        self.call("confirm_all_stories")
+
+    def pursue(self, *stories: dict[str, Any]) -> None:
+        self.plan(*stories)
+        self.call("set", phase="pursuing", completion_evidence=[self.write("evidence/final.txt")])
+
+    def approve_stories(self) -> None:
+        """APPROVE every story in order, each with its own evidence file."""
+        while True:
+            current = self.call("status")["current_story"]
+            if current is None:
+                return
+            ref = self.write(f"evidence/{current['id']}.txt", f"story {current['id']} done\n")
+            self.call(
+                "record_story_verdict",
+                id=current["id"],
+                verdict="APPROVE",
+                evidence_refs=[ref],
+                verifier="self-check",
+            )
+
+    def scope(self) -> str:
+        conn = self.service.store.connection()
+        row = records.load(conn, self.session)
+        assert row is not None
+        return scope_digest(row, records.stories(conn, self.session))
+
+    def artifact(
+        self, findings: list[dict[str, Any]] | None = None, status: str = "COMPLETE"
+    ) -> dict[str, Any]:
+        """A review artifact bound to the current scope contract."""
+        return {
+            "status": status,
+            "scope_contract_sha256": self.scope(),
+            "findings": findings or [],
+            "reviewer": "code-reviewer",
+            "at": "2025-01-01T00:00:00.000Z",
+        }
+
+    @staticmethod
+    def finding(
+        *,
+        scope: str = "IN_SCOPE",
+        verdict: str = "CONFIRMED",
+        priority: str = "HIGH",
+        basis: str = "requirement",
+        reference: str = "outcome",
+        ref: str | None = "src/parser.py:10",
+        finding_class: str = "correctness",
+    ) -> dict[str, Any]:
+        made: dict[str, Any] = {
+            "class": finding_class,
+            "verdict": verdict,
+            "impact": priority,
+            "priority": priority,
+            "assessment": {
+                "unfixed_cost": "wrong results",
+                "exposure": "every caller",
+                "remedy": "fix the branch",
+                "added_cost": "small",
+                "rationale": "required by the outcome",
+            },
+            "scope": scope,
+            "scope_evidence": {"basis": basis, "reference": reference, "rationale": "because"},
+        }
+        if ref is not None:
+            made["ref"] = ref
+        return made
+
+    def claim(self) -> dict[str, Any]:
+        return self.service.claim_review_dispatch(self.session)
+
+    def submit(self, review: dict[str, Any]) -> dict[str, Any]:
+        claim = self.claim()
+        assert claim["allowed"], claim
+        return self.call("submit_review", nonce=claim["nonce"], artifact=review)
+
+    def complete(self) -> dict[str, Any]:
+        """The seed's whole sequence, from nothing to ``complete``."""
+        self.pursue()
+        self.approve_stories()
+        self.submit(self.artifact())
+        self.call("set_verdict", verdict="APPROVE")
+        return self.call("request_complete")
+
+    def digest(self) -> str:
+        """Every ultragoal row, the gate records and the journal length."""
+        conn = self.service.store.connection()
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name LIKE 'ultragoal_%' ORDER BY name"
+            )
+        ]
+        value: dict[str, Any] = {
+            table: [list(row) for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2")]
+            for table in tables
+        }
+        value["journal"] = conn.execute("SELECT count(*) FROM journal").fetchone()[0]
+        value["gate_state"] = [
+            list(row) for row in conn.execute("SELECT * FROM gate_state ORDER BY 1, 2")
+        ]
+        return canon.digest(json.loads(json.dumps(value)))
+
+    def row(self) -> dict[str, Any]:
+        found = records.load(self.service.store.connection(), self.session)
+        assert found is not None
+        return found
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """A project root with an empty ``.git`` folder (no ``git init``: most tests need no
+    repository, and the ones that do initialise it themselves)."""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def opened(project_dir: Path) -> Iterator[IthacaProject]:
+    project, _ = init_project(project_dir)
+    yield project
+    project.close()
+
+
+@pytest.fixture
+def service(opened: IthacaProject) -> UltragoalService:
+    return UltragoalService(opened.project, opened.store, opened.config)
+
+
+@pytest.fixture
+def ug(service: UltragoalService, project_dir: Path) -> Driver:
+    return Driver(service, project_dir)
