@@ -2,8 +2,8 @@
 
 Most commands run in-process through ``CliRunner`` on the ``ultragoal`` group. The
 user-only commands are proven on a real pseudo-terminal: a child process runs the
-``ithaca`` command (with this group added when the main group does not list it yet) with
-the pty as its terminal, and the test types the confirmation.
+installed ``ithaca`` console script with the pty as its terminal, and the test types the
+confirmation.
 """
 
 from __future__ import annotations
@@ -26,14 +26,7 @@ from ithaca.kernel import journal
 
 SESSION = "sess-cli"
 WAIT_SECONDS = 60
-ENTRY = (
-    "import sys\n"
-    "from ithaca.cli.main import cli\n"
-    "from ithaca.cli.ultragoal import group\n"
-    "if 'ultragoal' not in cli.commands:\n"
-    "    cli.add_command(group)\n"
-    "cli(prog_name='ithaca')\n"
-)
+ITHACA = Path(sys.executable).parent / "ithaca"
 
 
 @pytest.fixture(autouse=True)
@@ -213,9 +206,7 @@ def on_terminal(root: Path, typed: str, *args: str, **env: str) -> tuple[int, st
     master, slave = pty.openpty()
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb", **env}
     command = [
-        sys.executable,
-        "-c",
-        ENTRY,
+        str(ITHACA),
         "--project",
         str(root),
         "ultragoal",

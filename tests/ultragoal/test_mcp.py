@@ -1,24 +1,30 @@
 """The ``ultragoal`` tool through the MCP SDK's in-memory client, as an agent calls it.
 
-The server here carries only this tool, built the way Ithaca's server builds its tools
-(``ithaca.mcp.server._tool`` over ``UltragoalService.dispatch``), so the test does not
-depend on the tool being wired into ``build_server`` yet.
+The server is Ithaca's own (``build_server`` over the test's project), so these tests
+also prove the tool is offered there and that its schema leaves the user's levers out.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp.client import Client
-from mcp.server.mcpserver import MCPServer
 
-from ithaca.mcp.server import _dispatch, _tool
-from ithaca.ultragoal.tool import ULTRAGOAL_DESCRIPTION, ULTRAGOAL_SCHEMA, ULTRAGOAL_TITLE
+from ithaca.mcp.server import build_server
+
+# The user's levers and the hook's claim: an agent is never offered them.
+NOT_FOR_AGENTS = {
+    "resume_pursuit",
+    "set_budget_limited",
+    "approve_review_dispatch_renewal",
+    "dismiss_review_finding",
+    "claim_review_dispatch",
+}
 
 
 class Agent:
@@ -40,22 +46,26 @@ class Agent:
         assert result.is_error
         return dict(json.loads(result.content[0].text))
 
+    def tools(self) -> dict[str, Any]:
+        listing = self.portal.call(self.client.list_tools)
+        return {tool.name: tool for tool in listing.tools}
+
 
 @pytest.fixture
-def agent(ug: Any) -> Iterator[Agent]:
-    tool = _tool(
-        "ultragoal",
-        title=ULTRAGOAL_TITLE,
-        description=ULTRAGOAL_DESCRIPTION,
-        schema=ULTRAGOAL_SCHEMA,
-        read_only=False,
-        handler=partial(_dispatch, ug.service),
-    )
-    server = MCPServer("ithaca-test", tools=[tool])
+def agent(opened: Any, project_dir: Path) -> Iterator[Agent]:
+    """A client of Ithaca's server for the already initialised project."""
     with start_blocking_portal() as portal:
-        client = Client(server, read_timeout_seconds=60)
+        client = Client(build_server(str(project_dir)), read_timeout_seconds=60)
         with portal.wrap_async_context_manager(client) as connected:
             yield Agent(portal, connected)
+
+
+def test_the_server_offers_ultragoal_without_the_users_levers(agent: Agent) -> None:
+    tools = agent.tools()
+    assert "ultragoal" in tools
+    offered = set(tools["ultragoal"].input_schema["properties"]["operation"]["enum"])
+    assert {"set", "get", "submit_review", "request_complete"} <= offered
+    assert not offered & NOT_FOR_AGENTS
 
 
 def test_the_seed_sequence_reaches_complete_over_mcp(ug: Any, agent: Agent) -> None:
