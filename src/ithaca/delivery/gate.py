@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import os
 
-from ithaca.delivery import breadcrumb
-from ithaca.kernel import lightjson
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 from ithaca.kernel.project import STATE_DIR_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from types import ModuleType
     from typing import Any
 
     from ithaca.kernel.call import Call, SimpleCommand
@@ -110,7 +109,7 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
     write_atomic(
         ctx.project.runtime,
         f"{RECOVERY_FOLDER}/{snapshot_name(snapshot['host_session_id'])}",
-        lightjson.dumps(snapshot, sort_keys=True, ensure_ascii=False) + "\n",
+        _json().dumps(snapshot, sort_keys=True, ensure_ascii=False) + "\n",
         mode=0o600,
     )
     return None
@@ -175,7 +174,7 @@ def _session_start(ctx: GateContext) -> Opinion:
         return _from_snapshot(ctx)
     if summary is None:
         return ABSTAIN
-    return Opinion("allow", context=breadcrumb.render(summary))
+    return Opinion("allow", context=_breadcrumb().render(summary))
 
 
 def _from_snapshot(ctx: GateContext) -> Opinion:
@@ -184,13 +183,13 @@ def _from_snapshot(ctx: GateContext) -> Opinion:
     path = os.path.join(ctx.project.runtime, RECOVERY_FOLDER, snapshot_name(ctx.session_id))
     try:
         with open(path, encoding="utf-8") as handle:
-            snapshot = lightjson.loads(handle.read())
+            snapshot = _json().loads(handle.read())
     except (OSError, ValueError):
         return ABSTAIN
     text = snapshot.get("breadcrumb") if isinstance(snapshot, dict) else None
     if not isinstance(text, str) or snapshot.get("host_session_id") != ctx.session_id:
         return ABSTAIN
-    return Opinion("allow", context=breadcrumb.with_note(text, SNAPSHOT_NOTE))
+    return Opinion("allow", context=_breadcrumb().with_note(text, SNAPSHOT_NOTE))
 
 
 def _prepare_snapshot(ctx: GateContext) -> None:
@@ -209,7 +208,7 @@ def _prepare_snapshot(ctx: GateContext) -> None:
         "task_id": task.get("id"),
         "session_id": None,  # execution sessions arrive with the `session` tool
         "envelope_digest": None,
-        "breadcrumb": None if summary is None else breadcrumb.render(summary),
+        "breadcrumb": None if summary is None else _breadcrumb().render(summary),
     }
 
 
@@ -309,3 +308,17 @@ def _git_passes(command: SimpleCommand) -> bool:
     while index < len(argv) and argv[index].startswith("-"):
         index += 2 if argv[index] in _GIT_GLOBAL_VALUES else 1
     return index < len(argv) and argv[index] in GIT_PASSING
+
+
+def _breadcrumb() -> ModuleType:
+    """The renderer, loaded only by the events that print a breadcrumb: PreToolUse, which
+    runs on every tool call, never needs it."""
+    from ithaca.delivery import breadcrumb
+
+    return breadcrumb
+
+
+def _json() -> ModuleType:
+    from ithaca.kernel import lightjson
+
+    return lightjson

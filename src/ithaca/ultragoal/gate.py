@@ -1,0 +1,76 @@
+"""Ultragoal's gate: which hook calls concern a pursuit, and the state predicates.
+
+Most tool calls have nothing to do with Ultragoal, and PreToolUse runs on every one of
+them, so this front decides relevance with the call alone and loads the hook logic
+(``ultragoal.hooks``: the Stop gate, seeding, re-injection, review-dispatch claims) only
+for the calls that need it: Stop, session starts and prompts, the Skill and delegation
+tools, and Ultragoal's own operations. It imports only the standard library and the
+kernel.
+"""
+
+from __future__ import annotations
+
+from ithaca.kernel.authority import command_words
+from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ithaca.kernel.call import Call
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop")
+# Tools whose calls can seed a pursuit (Skill) or dispatch its reviewer (Task, Agent).
+RELEVANT_TOOLS = frozenset({"Skill", "Task", "Agent"})
+
+_STATE = (
+    "SELECT json_extract(state_json, '$.active'), json_extract(state_json, '$.phase')"
+    " FROM gate_state WHERE part = 'ultragoal' AND scope_key = ?"
+)
+
+
+def decide(call: Call | None, ctx: GateContext) -> Opinion:
+    if not _concerns_ultragoal(call, ctx):
+        return ABSTAIN
+    from ithaca.ultragoal import hooks
+
+    return hooks.decide(call, ctx)
+
+
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
+    if not _concerns_ultragoal(call, ctx):
+        return None
+    from ithaca.ultragoal import hooks
+
+    return hooks.commit(call, final, ctx)
+
+
+def is_active(conn: sqlite3.Connection | None, scope: str | None) -> bool:
+    """State predicate ``ultragoal.active``: the session's pursuit is planning or pursuing."""
+    row = _state(conn, scope)
+    return row is not None and bool(row[0])
+
+
+def is_pursuing(conn: sqlite3.Connection | None, scope: str | None) -> bool:
+    """State predicate ``ultragoal.pursuing``."""
+    row = _state(conn, scope)
+    return row is not None and row[1] == "pursuing"
+
+
+def _state(conn: sqlite3.Connection | None, scope: str | None) -> tuple[object, object] | None:
+    if conn is None or scope is None:
+        return None
+    row = conn.execute(_STATE, (scope,)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:
+    if ctx.event != "PreToolUse":
+        return True
+    if call is None:
+        return False
+    if call.tool in RELEVANT_TOOLS:
+        return True
+    if call.tool == f"mcp__{ctx.config['protocols']['mcp_server_name']}__ultragoal":
+        return True
+    return any(command_words(argv)[:1] == ["ultragoal"] for argv in call.ithaca_commands)

@@ -1,0 +1,287 @@
+"""The ultragoal hooks through the dispatcher, with Claude Code's own payloads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ithaca import open_project
+from ithaca.hosts import dispatch
+from ithaca.ultragoal import gate, hooks, marker
+
+SESSION = "sess-a"
+
+
+@pytest.fixture(autouse=True)
+def no_host_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", raising=False)
+
+
+def test_the_dispatcher_consults_the_ultragoal_gate_for_its_events():
+    from ithaca.hosts import gates
+
+    assert ("ithaca.ultragoal.gate", gate.EVENTS) in gates.GATES
+
+
+def hook(root: Path, event: str, **fields: Any) -> dict[str, Any]:
+    payload = {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/transcript.jsonl",
+        "cwd": str(root),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **fields,
+    }
+    out, code = dispatch.run("claude", event, json.dumps(payload))
+    assert code == 0
+    return json.loads(out) if out else {}
+
+
+def stop(root: Path, *, active: bool = False, **fields: Any) -> dict[str, Any]:
+    return hook(root, "Stop", stop_hook_active=active, **fields)
+
+
+def events(ug: Any) -> list[str]:
+    conn = ug.service.store.connection()
+    return [kind for (kind,) in conn.execute("SELECT kind FROM journal ORDER BY seq")]
+
+
+# --- Stop -----------------------------------------------------------------------------------
+
+
+def test_stop_without_a_pursuit_or_while_planning_is_allowed(ug, project_dir):
+    assert stop(project_dir) == {}
+    ug.service.seed(SESSION, user_typed=True)
+    assert stop(project_dir) == {}
+    ug.plan()
+    assert stop(project_dir) == {}
+
+
+def test_stop_while_pursuing_blocks_with_the_objective_and_current_story(ug, project_dir):
+    ug.pursue()
+    answer = stop(project_dir)
+    assert answer["decision"] == "block"
+    reason = answer["reason"]
+    assert "[ULTRAGOAL 1/10" in reason
+    assert f"<untrusted_objective>{ug.OUTCOME}</untrusted_objective>" in reason
+    assert "Current story A: Accept trailing commas in arrays" in reason
+    assert "request-complete" in reason and "<awaiting-user/>" in reason
+    row = ug.row()
+    assert (row["iteration"], row["stop_blocks_consecutive"]) == (1, 1)
+    assert row["turn_started_at"] is not None
+    assert events(ug)[-1] == "ultragoal.stop"
+
+
+def test_awaiting_user_yields_without_spending_the_budget(ug, project_dir):
+    ug.pursue()
+    stop(project_dir)
+    answer = stop(project_dir, active=True, last_assistant_message="Which? <awaiting-user/>")
+    assert answer == {}
+    row = ug.row()
+    assert (row["phase"], row["iteration"], row["stop_blocks_consecutive"]) == ("pursuing", 1, 0)
+    assert events(ug)[-1] == "ultragoal.yield"
+
+
+def test_running_background_work_allows_stop_uncounted(ug, project_dir):
+    ug.pursue()
+    tasks = [{"id": "b1", "status": "running"}]
+    assert stop(project_dir, background_tasks=tasks) == {}
+    assert ug.row()["iteration"] == 0
+    done = [{"id": "b1", "status": "completed"}]
+    assert stop(project_dir, background_tasks=done)["decision"] == "block"
+
+
+def test_progress_resets_the_iteration_count(ug, project_dir):
+    ug.pursue()
+    stop(project_dir)
+    stop(project_dir, active=True)
+    assert ug.row()["iteration"] == 2
+    ug.approve_stories()  # new evidence and a verdict: observed progress
+    answer = stop(project_dir, active=True)
+    assert ug.row()["iteration"] == 0
+    assert "review lane" in answer["reason"]
+
+
+def test_the_no_progress_budget_pauses_once_then_allows(ug, project_dir):
+    ug.plan()
+    ug.call(
+        "set",
+        phase="pursuing",
+        max_iterations=3,
+        completion_evidence=[ug.write("evidence/final.txt")],
+    )
+    assert marker.exists(ug.service.project.runtime, SESSION)
+    assert "1/3" in stop(project_dir)["reason"]
+    assert "2/3" in stop(project_dir, active=True)["reason"]
+    limit = stop(project_dir, active=True)
+    assert "budget_limited" in limit["reason"] and "resume-pursuit" in limit["reason"]
+    row = ug.row()
+    assert (row["phase"], row["active"], row["budget_kind"]) == (
+        "budget_limited",
+        False,
+        "iterations",
+    )
+    assert not marker.exists(ug.service.project.runtime, SESSION)
+    assert events(ug)[-1] == "ultragoal.budget_limited"
+    assert stop(project_dir, active=True) == {}
+
+
+def test_the_host_cap_is_recorded_and_the_next_prompt_reinjects(ug, project_dir, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "2")
+    ug.pursue()
+    stop(project_dir)
+    stop(project_dir, active=True)
+    capped = stop(project_dir, active=True)
+    assert "The host ends this turn" in capped["reason"]
+    assert ug.row()["host_capped"] is True
+    assert events(ug)[-1] == "ultragoal.host_capped"
+    answer = hook(project_dir, "UserPromptSubmit", prompt="go on")
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    assert "ULTRAGOAL RESUMED" in context and "Current story A" in context
+    row = ug.row()
+    assert (row["host_capped"], row["stop_blocks_consecutive"]) == (False, 0)
+    assert events(ug)[-1] == "ultragoal.reinjected"
+
+
+def test_gate_errors_block_while_pursuing_then_allow_loudly(ug, project_dir, monkeypatch):
+    ug.pursue()
+
+    def broken(*args: Any) -> dict[str, Any]:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("ithaca.ultragoal.progress.fingerprint", broken)
+    for _ in range(5):
+        answer = stop(project_dir, active=True)
+        assert answer["decision"] == "block"
+        assert "could not evaluate the ultragoal gate (OSError)" in answer["reason"]
+    sixth = stop(project_dir, active=True)
+    assert "decision" not in sixth
+    assert "GATE FAILED 6×" in sixth["systemMessage"]
+    assert ug.row()["phase"] == "pursuing"
+    monkeypatch.undo()
+    assert stop(project_dir, active=True)["decision"] == "block"
+    errors = Path(ug.service.project.runtime) / "ultragoal" / "stop-errors" / SESSION
+    assert not errors.exists()
+
+
+# --- SessionStart and UserPromptSubmit -----------------------------------------------------
+
+
+def test_a_typed_invocation_seeds_and_reports_an_active_pursuit(ug, project_dir):
+    hook(project_dir, "UserPromptSubmit", prompt="hello")
+    assert ug.call("get") == {"state": None}
+    hook(project_dir, "UserPromptSubmit", prompt="  /ultragoal make the parser lenient")
+    assert ug.row()["phase"] == "planning"
+    ug.plan()
+    answer = hook(project_dir, "UserPromptSubmit", prompt="/plugin:ultragoal again")
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    assert "ULTRAGOAL ACTIVE_PURSUIT_EXISTS phase=planning" in context
+
+
+@pytest.mark.parametrize(
+    ("prompt", "typed"),
+    [
+        ("/ultragoal", True),
+        ("\n /ultragoal go", True),
+        ("/p:ultragoal", True),
+        ("/ultragoals", False),
+        ("ultragoal", False),
+        ("/:ultragoal", False),
+        ("please /ultragoal", False),
+    ],
+)
+def test_user_invocation_matches_the_reference_pattern(prompt, typed):
+    assert hooks.is_user_invocation(prompt) is typed
+
+
+def test_session_start_after_compaction_reinjects_the_pursuit(ug, project_dir):
+    ug.pursue()
+    assert hook(project_dir, "SessionStart", source="startup") == {}
+    answer = hook(project_dir, "SessionStart", source="compact")
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    assert "ULTRAGOAL RESUMED (session compact)" in context
+    assert events(ug)[-1] == "ultragoal.reinjected"
+
+
+# --- PreToolUse -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admitted(project_dir: Path) -> None:
+    """The user's prompt admitted and its protocols loaded, so that the protocols gate
+    lets tool calls through."""
+    answer = hook(project_dir, "UserPromptSubmit", prompt="Go.")
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    event_id = context.split("as event ", 1)[1].split(" ", 1)[0]
+    project = open_project(project_dir)
+    project.protocols.load_protocols({"eventId": event_id})
+    project.close()
+
+
+def reviewer_call(root: Path, **fields: Any) -> dict[str, Any]:
+    return hook(
+        root,
+        "PreToolUse",
+        tool_name="Task",
+        tool_input={
+            "description": "Review the diff",
+            "prompt": "Review the whole diff.",
+            "subagent_type": "code-reviewer",
+        },
+        **fields,
+    )
+
+
+def test_the_skill_call_seeds_a_pristine_pursuit(ug, project_dir, admitted):
+    hook(project_dir, "PreToolUse", tool_name="Skill", tool_input={"skill": "ultragoal"})
+    row = ug.row()
+    assert (row["phase"], row["outcome"]) == ("planning", "")
+
+
+def test_starting_the_reviewer_claims_a_dispatch_or_is_denied(ug, project_dir, admitted):
+    ug.pursue()
+    pending = reviewer_call(project_dir)["hookSpecificOutput"]
+    assert pending["permissionDecision"] == "deny"
+    assert "pending: A" in pending["permissionDecisionReason"]
+    ug.approve_stories()
+    allowed = reviewer_call(project_dir)["hookSpecificOutput"]
+    assert allowed["permissionDecision"] == "allow"
+    prompt = allowed["updatedInput"]["prompt"]
+    assert prompt.startswith("Review the whole diff.\n\nULTRAGOAL_REVIEW session=sess-a nonce=")
+    assert ug.row()["review_dispatch_used"] == 1
+    nonce = prompt.rsplit("nonce=", 1)[1]
+    result = ug.call("submit_review", nonce=nonce, artifact=ug.artifact())
+    assert result  # the nonce the hook handed over is accepted
+
+
+def test_review_operations_are_the_reviewers_only(ug, project_dir, admitted):
+    mcp = {"tool_name": "mcp__ithaca__ultragoal", "tool_input": {"operation": "submit_review"}}
+    denied = hook(project_dir, "PreToolUse", **mcp)["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny"
+    assert "reviewer subagent" in denied["permissionDecisionReason"]
+    bash = {"tool_name": "Bash", "tool_input": {"command": "ithaca ultragoal review-ticket"}}
+    assert hook(project_dir, "PreToolUse", **bash)["hookSpecificOutput"]["permissionDecision"] == (
+        "deny"
+    )
+    as_reviewer = hook(
+        project_dir, "PreToolUse", agent_id="agent-1", agent_type="code-reviewer", **mcp
+    )
+    assert as_reviewer.get("hookSpecificOutput", {}).get("permissionDecision") != "deny"
+
+
+def test_importing_the_gate_loads_no_third_party_or_service_module():
+    probe = (
+        "import sys, json\nimport ithaca.ultragoal.gate, ithaca.ultragoal.hooks\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    heavy = {"pydantic", "mcp", "click", "rich", "typer", "httpx", "anyio", "rfc8785"}
+    assert not {name.split(".")[0] for name in loaded} & heavy
+    service_side = {"service", "planning", "operation", "levers", "completion", "review", "tool"}
+    assert not {f"ithaca.ultragoal.{name}" for name in service_side} & loaded
