@@ -104,7 +104,7 @@ def _config(project: Project) -> tuple[dict[str, Any], IthacaError | None]:
 def _open(project: Project) -> tuple[sqlite3.Connection | None, bool]:
     if not os.path.exists(project.db_path):
         return None, False
-    conn = connect(project.db_path)
+    conn = connect(project.db_path, set_wal=False)  # the store that made it set WAL
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     return conn, version == LATEST_VERSION
 

@@ -34,8 +34,14 @@ else:
 BUSY_TIMEOUT_MS = 5000
 
 
-def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> sqlite3.Connection:
-    """A connection with Ithaca's pragmas; autocommit so transactions are explicit."""
+def connect(
+    path: str | os.PathLike[str], *, readonly: bool = False, set_wal: bool = True
+) -> sqlite3.Connection:
+    """A connection with Ithaca's pragmas; autocommit so transactions are explicit.
+
+    WAL is a property of the database file, set by every CLI and MCP process that opens
+    it; re-asserting it costs over a millisecond per connection, so hooks, which never
+    create the file, pass ``set_wal=False`` and only read the header."""
     try:
         if readonly:
             conn = sqlite.connect(
@@ -47,7 +53,7 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False) -> sqlite3.
         if readonly:
             conn.execute("PRAGMA query_only = ON")
         else:
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA journal_mode = WAL" if set_wal else "PRAGMA user_version")
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite.DatabaseError as exc:
