@@ -18,12 +18,12 @@ import json
 import os
 from typing import Any
 
-from ithaca.delivery import changes, classification, layout, merge_patch
+from ithaca.delivery import changes, classification, layout, merge_patch, rows
 from ithaca.delivery.contract import Diagnostic, check_expected_revision, diagnostic
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import BASELINE_BODY
 from ithaca.delivery.units import Outcome, Plan, Stale, unchanged
-from ithaca.kernel import canon, clock, ids, journal
+from ithaca.kernel import clock, ids, journal
 from ithaca.kernel.project import Project
 
 TYPE_CHECKING = False
@@ -335,12 +335,7 @@ def _update(conn: sqlite3.Connection, before: Row, after: Row) -> None:
 
 
 def _stored(row: Row) -> tuple[Any, ...]:
-    return tuple(
-        canon.canonical_text(row[name])
-        if name in _JSON_COLUMNS and row[name] is not None
-        else row[name]
-        for name in _COLUMNS
-    )
+    return rows.stored(row, _COLUMNS, _JSON_COLUMNS)
 
 
 def _body(row: Row) -> dict[str, Any]:

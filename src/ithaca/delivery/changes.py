@@ -19,7 +19,7 @@ import re
 import unicodedata
 from typing import Any
 
-from ithaca.delivery import diagnosis, documents, layout, merge_patch, registry, ulysses_link
+from ithaca.delivery import diagnosis, documents, layout, merge_patch, registry, rows, ulysses_link
 from ithaca.delivery.contract import (
     Diagnostic,
     check_expected_revision,
@@ -28,7 +28,7 @@ from ithaca.delivery.contract import (
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import CHANGE_BODY
 from ithaca.delivery.units import Outcome, Plan, Stale, TrackedWrite, unchanged
-from ithaca.kernel import canon, clock, journal
+from ithaca.kernel import clock, journal
 from ithaca.kernel.errors import Conflict, NotFound, Refused
 from ithaca.kernel.project import Project
 
@@ -378,12 +378,7 @@ def _update(conn: sqlite3.Connection, before: Row, after: Row) -> None:
 
 
 def _stored(row: Row) -> tuple[Any, ...]:
-    return tuple(
-        canon.canonical_text(row[name])
-        if name in _JSON_COLUMNS and row[name] is not None
-        else row[name]
-        for name in _COLUMNS
-    )
+    return rows.stored(row, _COLUMNS, _JSON_COLUMNS)
 
 
 def _body(row: Row) -> dict[str, Any]:

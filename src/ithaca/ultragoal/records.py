@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 PART = "ultragoal"
 REVIEW_CAP_INITIAL = 5
-PURSUIT_COLUMNS = (
-    "session_id",
+# The scalar fields ``get`` shows as they are stored (reference §3.1), in its order.
+STATE_FIELDS = (
     "outcome",
     "verification_surface",
     "constraints",
@@ -39,6 +39,10 @@ PURSUIT_COLUMNS = (
     "resume_summary",
     "budget_limit_notified",
     "blocked_reason",
+)
+PURSUIT_COLUMNS = (
+    "session_id",
+    *STATE_FIELDS,
     "completion_evidence",
     "schema_version",
     "last_touched_at",

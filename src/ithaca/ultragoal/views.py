@@ -44,27 +44,7 @@ def state(conn: sqlite3.Connection, row: dict[str, Any]) -> dict[str, Any]:
     session_id = row["session_id"]
     all_stories = records.stories(conn, session_id)
     current = records.current_story(all_stories, records.verdicts(conn, session_id))
-    shown: dict[str, Any] = {
-        key: row[key]
-        for key in (
-            "outcome",
-            "verification_surface",
-            "constraints",
-            "boundaries",
-            "non_goals",
-            "max_iterations",
-            "blocked_stop",
-            "phase",
-            "iteration",
-            "started_at",
-            "active",
-            "objective_verdict",
-            "plan_path",
-            "resume_summary",
-            "budget_limit_notified",
-            "blocked_reason",
-        )
-    }
+    shown: dict[str, Any] = {key: row[key] for key in records.STATE_FIELDS}
     shown["completion_evidence_paths"] = [pair["path"] for pair in row["completion_evidence"]]
     shown.update(
         {
