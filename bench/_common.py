@@ -19,7 +19,7 @@ import random
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,41 @@ def protocol_records(count: int, *, seed: int = 7) -> list[dict[str, Any]]:
             record["constraints"] = [CONSTRAINTS[(n // 10) % len(CONSTRAINTS)]]
         made.append(record)
     return made
+
+
+def run_together(
+    target: Callable[..., None],
+    worker_args: Sequence[tuple[Any, ...]],
+    *,
+    start_timeout_s: float = 120,
+    run_timeout_s: float = 600,
+) -> tuple[list[Any], float] | None:
+    """Start one spawned process per ``worker_args`` entry, release them together and
+    collect what each puts on the queue: ``(reports, wall seconds)``, or None (said on
+    stdout) when a worker died or hung. ``target`` gets ``(*args, start, results)``."""
+    import multiprocessing
+    import time
+
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(len(worker_args) + 1)
+    results = spawn.Queue()
+    processes = [spawn.Process(target=target, args=(*args, start, results)) for args in worker_args]
+    for process in processes:
+        process.start()
+    try:
+        start.wait(start_timeout_s)
+        began = time.perf_counter()
+        reports = [results.get(timeout=run_timeout_s) for _ in processes]
+        seconds = time.perf_counter() - began
+    except Exception as exc:  # a worker died or hung: say so and stop the ones we started
+        print(f"{len(processes)} workers did not finish ({type(exc).__name__}: {exc}); FAIL")
+        for process in processes:
+            process.terminate()
+        return None
+    finally:
+        for process in processes:
+            process.join(30)
+    return reports, seconds
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -17,7 +17,6 @@ running sixteen at once costs or gains in throughput on this machine.
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 import sys
 import time
@@ -26,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import new_project, parser, percentile, scratch, verdict
+from _common import new_project, parser, percentile, run_together, scratch, verdict
 
 START_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 300
@@ -35,15 +34,14 @@ RUN_TIMEOUT_S = 300
 def main() -> int:
     args = parser(__doc__.splitlines()[0]).parse_args()
     workers, per_worker = (4, 50) if args.quick else (16, 200)
-    spawn = multiprocessing.get_context("spawn")
     with scratch() as root:
         new_project(root).close()
         project_dir = root / "project"
-        baseline = _run_workers(spawn, project_dir, 1, per_worker, prefix="base")
+        baseline = _run_workers(project_dir, 1, per_worker, prefix="base")
         if baseline is None:
             return 0
         before = _counts(project_dir)
-        loaded = _run_workers(spawn, project_dir, workers, per_worker, prefix="w")
+        loaded = _run_workers(project_dir, workers, per_worker, prefix="w")
         if loaded is None:
             return 0
         _report(project_dir, workers, per_worker, before, baseline, loaded)
@@ -118,32 +116,18 @@ def _surfaced_busy(key: str) -> bool:
 
 
 def _run_workers(
-    spawn: Any, project_dir: Path, workers: int, per_worker: int, *, prefix: str
+    project_dir: Path, workers: int, per_worker: int, *, prefix: str
 ) -> dict[str, Any] | None:
     """Start the workers together; returns their merged results and the wall time."""
-    start = spawn.Barrier(workers + 1)
-    results = spawn.Queue()
-    processes = [
-        spawn.Process(
-            target=_worker, args=(str(project_dir), f"{prefix}{n}", per_worker, start, results)
-        )
-        for n in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        start.wait(START_TIMEOUT_S)
-        began = time.perf_counter()
-        reports = [results.get(timeout=RUN_TIMEOUT_S) for _ in processes]
-        seconds = time.perf_counter() - began
-    except Exception as exc:  # a worker died or hung: say so and stop the ones we started
-        print(f"{workers} workers did not finish ({type(exc).__name__}: {exc}); FAIL")
-        for process in processes:
-            process.terminate()
+    ran = run_together(
+        _worker,
+        [(str(project_dir), f"{prefix}{n}", per_worker) for n in range(workers)],
+        start_timeout_s=START_TIMEOUT_S,
+        run_timeout_s=RUN_TIMEOUT_S,
+    )
+    if ran is None:
         return None
-    finally:
-        for process in processes:
-            process.join(30)
+    reports, seconds = ran
     errors: Counter[str] = Counter()
     messages: dict[str, str] = {}
     for report in reports:

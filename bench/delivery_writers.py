@@ -15,7 +15,6 @@ the journal's hash chain must verify (delivery §14).
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 import sys
 import time
@@ -23,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import new_project, parser, percentile, scratch, verdict
+from _common import new_project, parser, percentile, run_together, scratch, verdict
 
 START_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 600
@@ -34,33 +33,17 @@ BUSY_CODES = ("STORE_BUSY", "CONFLICT", "sqlite3.OperationalError")
 def main() -> int:
     args = parser(__doc__.splitlines()[0]).parse_args()
     workers, per_worker = (4, 50) if args.quick else (16, 200)
-    spawn = multiprocessing.get_context("spawn")
     with scratch() as root:
         new_project(root).close()
         project_dir = root / "project"
-        start = spawn.Barrier(workers + 1)
-        results = spawn.Queue()
-        processes = [
-            spawn.Process(
-                target=_worker, args=(str(project_dir), f"w{n}", per_worker, start, results)
-            )
-            for n in range(workers)
-        ]
-        for process in processes:
-            process.start()
-        try:
-            start.wait(START_TIMEOUT_S)
-            began = time.perf_counter()
-            reports = [results.get(timeout=RUN_TIMEOUT_S) for _ in processes]
-            seconds = time.perf_counter() - began
-        except Exception as exc:  # a worker died or hung: say so and stop the ones we started
-            print(f"{workers} workers did not finish ({type(exc).__name__}: {exc}); FAIL")
-            for process in processes:
-                process.terminate()
+        ran = run_together(
+            _worker,
+            [(str(project_dir), f"w{n}", per_worker) for n in range(workers)],
+            run_timeout_s=RUN_TIMEOUT_S,
+        )
+        if ran is None:
             return 1
-        finally:
-            for process in processes:
-                process.join(30)
+        reports, seconds = ran
         return _report(project_dir, workers * per_worker, reports, seconds)
 
 

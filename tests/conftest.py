@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,3 +37,39 @@ def project_dir(tmp_path: Path) -> Path:
     project, _ = init_project(root)
     project.close()
     return root
+
+
+TerminalRun = Callable[..., tuple[int, str]]
+
+
+@pytest.fixture
+def type_ahead() -> TerminalRun:
+    """Run the installed ``ithaca`` with a pseudo-terminal as its terminal and a line typed
+    ahead (the terminal holds it until the prompt reads it): ``run(args, typed, **env)``
+    returns the exit code and everything the terminal showed, prompt included."""
+
+    def run(args: list[str], typed: str, **env: str) -> tuple[int, str]:
+        master, slave = pty.openpty()
+        environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb", **env}
+        command = [str(Path(sys.executable).parent / "ithaca"), *args]
+        process = subprocess.Popen(
+            command, stdin=slave, stdout=slave, stderr=slave, env=environment
+        )
+        os.close(slave)
+        os.write(master, f"{typed}\n".encode())
+        shown = b""
+        deadline = time.monotonic() + 60
+        while select.select([master], [], [], max(deadline - time.monotonic(), 0))[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed its side of the terminal
+                chunk = b""
+            if not chunk:
+                break
+            shown += chunk
+        else:
+            process.kill()  # the deadline passed; the exit code below says so
+        os.close(master)
+        return process.wait(timeout=60), shown.decode(errors="replace")
+
+    return run

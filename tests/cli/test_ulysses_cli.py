@@ -8,12 +8,7 @@ script runs with the pty as its terminal, and the test types the confirmation.
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +22,10 @@ from ithaca.cli.ulysses import group
 from ithaca.kernel import journal
 from ithaca.validators.notebooks import NotebookService
 
-WAIT_SECONDS = 60
 JUDGE = (
     "from tb_validate import observed, pass_, fail\n"
     "pass_('ok') if observed().get('ok') else fail('not ok')\n"
 )
-ITHACA = Path(sys.executable).parent / "ithaca"
 
 
 def git(root: Path, *args: str) -> None:
@@ -153,34 +146,18 @@ def test_rollback_without_a_terminal_is_refused(repo: Path, project: IthacaProje
     assert journal_length(project) == before
 
 
-def on_terminal(repo: Path, typed: str, *args: str) -> tuple[int, str]:
-    """Run ``ithaca ulysses ARGS`` with a pseudo-terminal as its terminal and ``typed``
-    typed ahead (the terminal holds the line until the prompt reads it); returns the exit
-    code and everything the terminal showed, prompt included."""
-    master, slave = pty.openpty()
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
-    command = [str(ITHACA), "--project", str(repo), "ulysses", *args]
-    process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env)
-    os.close(slave)
-    os.write(master, f"{typed}\n".encode())
-    shown = b""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while select.select([master], [], [], max(deadline - time.monotonic(), 0))[0]:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed its side of the terminal
-            chunk = b""
-        if not chunk:
-            break
-        shown += chunk
-    else:
-        process.kill()  # the deadline passed; the exit code below says so
-    os.close(master)
-    return process.wait(timeout=WAIT_SECONDS), shown.decode(errors="replace")
+@pytest.fixture
+def on_terminal(type_ahead: Any) -> Any:
+    """``run(repo, typed, *args)``: ``ithaca ulysses ARGS`` on a pseudo-terminal."""
+
+    def run(repo: Path, typed: str, *args: str) -> tuple[int, str]:
+        return type_ahead(["--project", str(repo), "ulysses", *args], typed)
+
+    return run
 
 
 def test_rollback_on_a_terminal_restores_the_checkpoint_typed(
-    repo: Path, project: IthacaProject
+    on_terminal: Any, repo: Path, project: IthacaProject
 ) -> None:
     answer(repo, "init", "p")
     (repo / "app.txt").write_text("the second version\n")
@@ -199,7 +176,7 @@ def test_rollback_on_a_terminal_restores_the_checkpoint_typed(
 
 
 def test_rollback_with_a_wrong_label_typed_changes_nothing(
-    repo: Path, project: IthacaProject
+    on_terminal: Any, repo: Path, project: IthacaProject
 ) -> None:
     answer(repo, "init", "p")
     (repo / "app.txt").write_text("the second version\n")

@@ -9,12 +9,6 @@ confirmation.
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +19,6 @@ from ithaca.cli.ultragoal import group
 from ithaca.kernel import journal
 
 SESSION = "sess-cli"
-WAIT_SECONDS = 60
-ITHACA = Path(sys.executable).parent / "ithaca"
 
 
 @pytest.fixture(autouse=True)
@@ -200,40 +192,20 @@ def _journal_length(opened: Any) -> int:
 # --- on a pseudo-terminal ---------------------------------------------------------------
 
 
-def on_terminal(root: Path, typed: str, *args: str, **env: str) -> tuple[int, str]:
-    """Run ``ithaca ultragoal ARGS`` with a pty as its terminal and ``typed`` typed ahead;
-    returns the exit code and everything the terminal showed."""
-    master, slave = pty.openpty()
-    environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb", **env}
-    command = [
-        str(ITHACA),
-        "--project",
-        str(root),
-        "ultragoal",
-        "--session",
-        SESSION,
-        *args,
-    ]
-    process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=environment)
-    os.close(slave)
-    os.write(master, f"{typed}\n".encode())
-    shown = b""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while select.select([master], [], [], max(deadline - time.monotonic(), 0))[0]:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed its side of the terminal
-            chunk = b""
-        if not chunk:
-            break
-        shown += chunk
-    else:
-        process.kill()
-    os.close(master)
-    return process.wait(timeout=WAIT_SECONDS), shown.decode(errors="replace")
+@pytest.fixture
+def on_terminal(type_ahead: Any) -> Any:
+    """``run(root, typed, *args, **env)``: ``ithaca ultragoal ARGS`` on a pseudo-terminal."""
+
+    def run(root: Path, typed: str, *args: str, **env: str) -> tuple[int, str]:
+        command = ["--project", str(root), "ultragoal", "--session", SESSION, *args]
+        return type_ahead(command, typed, **env)
+
+    return run
 
 
-def test_the_user_pauses_and_resumes_on_a_terminal(opened: Any, project_dir: Path) -> None:
+def test_the_user_pauses_and_resumes_on_a_terminal(
+    on_terminal: Any, opened: Any, project_dir: Path
+) -> None:
     pursue(project_dir)
     token = SESSION[:8]
 
@@ -250,7 +222,7 @@ def test_the_user_pauses_and_resumes_on_a_terminal(opened: Any, project_dir: Pat
 
 
 def test_a_wrong_confirmation_or_an_agent_environment_changes_nothing(
-    opened: Any, project_dir: Path
+    on_terminal: Any, opened: Any, project_dir: Path
 ) -> None:
     pursue(project_dir)
     before = _journal_length(opened)

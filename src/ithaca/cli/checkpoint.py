@@ -9,16 +9,14 @@ given, so an interrupted call can be retried with it and replay instead of apply
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 import click
 
 from ithaca.cli.context import opened
 from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
+from ithaca.cli.record import json_argument
 from ithaca.delivery import checkpoints
-from ithaca.delivery.contract import validation_error
 from ithaca.kernel import ids
 from ithaca.kernel.errors import IthacaError
 
@@ -65,7 +63,7 @@ def checkpoint(
     }
     with errors_to_exit(as_json):
         if payload_text is not None:
-            request["payload"] = _json_argument(payload_text)
+            request["payload"] = json_argument(payload_text, "/payload")
     if key is None:
         key = f"cli-{ids.ulid()}"
         click.echo(f"idempotency key: {key}", err=True)
@@ -79,24 +77,6 @@ def checkpoint(
     except IthacaError as exc:
         fail(exc, as_json)
     show(answer, as_json, _render)
-
-
-def _json_argument(text: str) -> Any:
-    """JSON given inline, or ``@FILE`` (``@-`` reads standard input)."""
-    if text.startswith("@"):
-        name = text[1:]
-        try:
-            if name == "-":
-                text = sys.stdin.read()
-            else:
-                with open(name, encoding="utf-8") as stream:
-                    text = stream.read()
-        except OSError as exc:
-            raise validation_error("/payload", "UNREADABLE", f"cannot read {name}: {exc}") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise validation_error("/payload", "INVALID_JSON", f"is not JSON: {exc}") from exc
 
 
 def _render(answer: dict[str, Any]) -> None:

@@ -52,9 +52,9 @@ def record(
         raise click.UsageError("give KIND and ACTION (e.g. `record decision accept`), or --batch")
     with errors_to_exit(as_json):
         if batch_text is not None:
-            request = _batch_request(_json_argument(batch_text, "/entries"))
+            request = _batch_request(json_argument(batch_text, "/entries"))
         else:
-            data = {} if data_text is None else _json_argument(data_text, "/entries/0/data")
+            data = {} if data_text is None else json_argument(data_text, "/entries/0/data")
             entry = {"kind": kind, "action": action, "data": data}
             if key is not None:
                 entry["idempotency_key"] = key
@@ -81,7 +81,7 @@ def _service(ctx: click.Context, as_json: bool) -> DeliveryService:
     return opened(ctx, as_json).delivery
 
 
-def _json_argument(text: str, pointer: str) -> Any:
+def json_argument(text: str, pointer: str) -> Any:
     """JSON given inline, or ``@FILE`` (``@-`` reads standard input)."""
     if text.startswith("@"):
         name = text[1:]
