@@ -14,7 +14,6 @@ has to know the order. The classification is advisory; it only picks suggested g
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -60,13 +59,7 @@ def _one(conn: sqlite3.Connection, where: str) -> Row | None:
         f"SELECT {', '.join(_COLUMNS)} FROM delivery_baselines WHERE {where}"
         " ORDER BY revision DESC LIMIT 1"
     ).fetchone()
-    if found is None:
-        return None
-    row = dict(zip(_COLUMNS, found, strict=True))
-    for name in _JSON_COLUMNS:
-        if row[name] is not None:
-            row[name] = json.loads(row[name])
-    return row
+    return rows.loaded(found, _COLUMNS, _JSON_COLUMNS)
 
 
 def _latest_revision(conn: sqlite3.Connection) -> int:

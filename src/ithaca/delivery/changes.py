@@ -14,7 +14,6 @@ archived change with ``CHANGE_ARCHIVED``), and refresh a diagnosis with
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from typing import Any
@@ -79,13 +78,7 @@ def find(conn: sqlite3.Connection, change_id: str) -> Row | None:
     row = conn.execute(
         f"SELECT {', '.join(_COLUMNS)} FROM delivery_changes WHERE id = ?", (change_id,)
     ).fetchone()
-    if row is None:
-        return None
-    found = dict(zip(_COLUMNS, row, strict=True))
-    for name in _JSON_COLUMNS:
-        if found[name] is not None:
-            found[name] = json.loads(found[name])
-    return found
+    return rows.loaded(row, _COLUMNS, _JSON_COLUMNS)
 
 
 def load(conn: sqlite3.Connection, change_id: str) -> Row:

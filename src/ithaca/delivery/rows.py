@@ -1,4 +1,4 @@
-"""How a row held as a dict becomes the values of an INSERT or UPDATE.
+"""How a row held as a dict becomes the values of an INSERT or UPDATE, and back.
 
 JSON columns are stored as canonical JSON text, so two rows that mean the same compare
 equal as stored, and a revision that changes nothing can be recognised by comparison.
@@ -6,6 +6,7 @@ equal as stored, and a revision that changes nothing can be recognised by compar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -22,3 +23,16 @@ def stored(
         else row[name]
         for name in columns
     )
+
+
+def loaded(
+    values: Sequence[Any] | None, columns: Sequence[str], json_columns: Collection[str]
+) -> dict[str, Any] | None:
+    """A fetched row as a dict, JSON columns parsed; None for no row."""
+    if values is None:
+        return None
+    row = dict(zip(columns, values, strict=True))
+    for name in json_columns:
+        if row[name] is not None:
+            row[name] = json.loads(row[name])
+    return row
