@@ -148,7 +148,7 @@ def test_install_and_uninstall_claude_leave_the_users_settings_as_they_were(proj
     merged = json.loads(settings.read_text())
     assert merged["permissions"] == own["permissions"]
     assert len(merged["hooks"]["Stop"]) == 2
-    assert merged["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] == 10
+    assert merged["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] == 5
     assert "ithaca" in json.loads((project_dir / ".mcp.json").read_text())["mcpServers"]
 
     removed = run("--project", str(project_dir), "uninstall", "claude", "--json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -26,6 +27,10 @@ from ithaca.kernel.errors import Conflict, InvalidInput
 FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 EVENTS = [spec.event for spec in CLAUDE_EVENTS]
 SKILL = ".claude/skills/ulysses/SKILL.md"
+ULTRAGOAL_SKILL = ".claude/skills/ultragoal/SKILL.md"
+AGENT = ".claude/agents/code-reviewer.md"
+SHIPPED_LABELS = ["skill ulysses", "skill ultragoal", "agent code-reviewer"]
+CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
 
 
 def manifest_server(root: Path) -> str | None:
@@ -105,7 +110,8 @@ def test_install_adds_every_claude_event_with_an_explicit_timeout(
     assert timeouts == {
         "SessionStart": 10,
         "UserPromptSubmit": 10,
-        "PreToolUse": 10,
+        "UserPromptExpansion": 10,
+        "PreToolUse": 5,
         "PostToolUse": 10,
         "PreCompact": 10,
         "Stop": 15,
@@ -141,9 +147,10 @@ def test_install_keeps_the_users_hooks_and_settings_in_their_order(tmp_path: Pat
 
     merged = settings_of(root)
     assert list(merged) == list(original)
-    assert {key: merged[key] for key in ("permissions", "env", "model")} == {
-        key: original[key] for key in ("permissions", "env", "model")
+    assert {key: merged[key] for key in ("permissions", "model")} == {
+        key: original[key] for key in ("permissions", "model")
     }
+    assert merged["env"] == {**original["env"], CAP: "12"}
     new_events = [event for event in EVENTS if event not in original["hooks"]]
     assert list(merged["hooks"]) == list(original["hooks"]) + new_events
     assert merged["hooks"]["PreToolUse"][:2] == original["hooks"]["PreToolUse"]
@@ -164,8 +171,9 @@ def test_reinstall_writes_nothing_and_adds_no_duplicates(tmp_path: Path) -> None
 
     assert report.added == [] and report.removed == [] and report.files == []
     assert sorted(report.unchanged) == sorted(
-        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", "skill ulysses"]
+        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", f"env {CAP}", *SHIPPED_LABELS]
     )
+    assert report.notes == []
     assert [path.read_bytes() for path in files] == before
     assert all(len(ithaca_commands(settings_of(root), event)) == 1 for event in EVENTS)
 
@@ -224,10 +232,11 @@ def test_uninstall_gives_back_the_settings_the_user_had(
     assert settings_of(root) == fixture(settings_fixture)
     assert load(root / ".mcp.json") == {}
     assert sorted(report.removed) == sorted(
-        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", "skill ulysses"]
+        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", f"env {CAP}", *SHIPPED_LABELS]
     )
     assert not (root / ".ithaca" / ".runtime" / "installs" / "claude.json").exists()
     assert not (root / ".claude" / "skills").exists()
+    assert not (root / ".claude" / "agents").exists()
 
 
 def test_uninstall_keeps_the_edits_the_user_made_after_install(tmp_path: Path) -> None:
@@ -271,7 +280,13 @@ def test_uninstall_without_a_manifest_removes_nothing(tmp_path: Path) -> None:
 
     report = uninstall(root)
 
-    assert report.to_dict() == {"added": [], "removed": [], "unchanged": [], "files": []}
+    assert report.to_dict() == {
+        "added": [],
+        "removed": [],
+        "unchanged": [],
+        "files": [],
+        "notes": [],
+    }
     after = (root / ".claude" / "settings.json").read_bytes(), (root / ".mcp.json").read_bytes()
     assert after == before
 
@@ -401,7 +416,9 @@ def test_manifest_records_every_added_entry_in_canonical_json(
     assert report.files == [
         str(root / ".claude" / "settings.json"),
         str(root / ".mcp.json"),
-        str(root / ".claude" / "skills" / "ulysses" / "SKILL.md"),
+        str(root / SKILL),
+        str(root / ULTRAGOAL_SKILL),
+        str(root / AGENT),
         str(manifest_file),
     ]
     raw = manifest_file.read_bytes()
@@ -423,7 +440,12 @@ def test_manifest_records_every_added_entry_in_canonical_json(
             for spec in CLAUDE_EVENTS
         ],
         "mcpEntry": {"command": str(hermetic / "ithaca"), "args": ["mcp"]},
-        "skills": [{"path": SKILL, "sha256": digest_bytes((root / SKILL).read_bytes())}],
+        "skills": [
+            {"path": path, "sha256": digest_bytes((root / path).read_bytes())}
+            for path in (SKILL, ULTRAGOAL_SKILL)
+        ],
+        "agents": [{"path": AGENT, "sha256": digest_bytes((root / AGENT).read_bytes())}],
+        "stopHookBlockCap": {"set": True, "value": "12", "createdEnv": True},
     }
     assert not (root / ".ithaca").exists()
 
@@ -477,11 +499,22 @@ user_groups = st.fixed_dictionaries(
     {"hooks": st.lists(user_hooks, max_size=3)},
     optional={"matcher": st.sampled_from(["*", "Bash", "Edit|Write", ""])},
 )
+user_env = st.dictionaries(
+    st.sampled_from([CAP, "NODE_ENV", "DEBUG"]),
+    st.sampled_from(["0", "3", "12", "40", "lots", ""]) | st.integers(0, 50),
+)
 user_settings = st.builds(
-    lambda others, hooks: {**others, **({"hooks": hooks} if hooks else {})},
+    lambda others, env, hooks: {
+        **others,
+        **({"env": env} if env is not None else {}),
+        **({"hooks": hooks} if hooks else {}),
+    },
     st.dictionaries(
-        st.text(max_size=8).filter(lambda key: key != "hooks"), json_values, max_size=4
+        st.text(max_size=8).filter(lambda key: key not in ("hooks", "env")),
+        json_values,
+        max_size=4,
     ),
+    st.none() | user_env,
     st.dictionaries(
         st.sampled_from([*EVENTS, "Notification"]),
         st.lists(user_groups, min_size=1, max_size=3),
@@ -546,3 +579,186 @@ def test_a_foreign_skill_at_that_path_refuses_the_install_and_nothing_is_written
     assert (root / SKILL).read_text() == "someone else's skill\n"
     assert not (root / ".claude" / "settings.json").exists()
     assert not (root / ".mcp.json").exists()
+
+
+def test_install_adds_the_ultragoal_skill_and_uninstall_takes_it_back(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+
+    report = install(root)
+
+    assert "skill ultragoal" in report.added
+    text = (root / ULTRAGOAL_SKILL).read_text()
+    assert text.startswith("---\nname: ultragoal\ndescription: ")
+    assert "ithaca ultragoal request-complete" in text
+    uninstall(root)
+    assert not (root / ".claude" / "skills").exists()
+
+
+def test_an_edited_ultragoal_skill_survives_uninstall_and_the_other_goes(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    install(root)
+    (root / ULTRAGOAL_SKILL).write_text("our team's pursuit notes\n")
+
+    report = uninstall(root)
+
+    assert (root / ULTRAGOAL_SKILL).read_text() == "our team's pursuit notes\n"
+    assert "skill ultragoal" in report.unchanged and "skill ulysses" in report.removed
+    assert not (root / SKILL).exists()
+
+
+def _commands_in(text: str) -> list[list[str]]:
+    """Every ``ithaca …`` command the text shows, as words: inline spans and bash blocks."""
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
+    spans = re.findall(r"`(ithaca [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.DOTALL))
+    commands = []
+    for source in [*blocks, *spans]:
+        words = shlex.split(source.replace("[", " ").replace("]", " "))
+        starts = [i for i, word in enumerate(words) if word == "ithaca"]
+        for start, end in zip(starts, [*starts[1:], len(words)], strict=True):
+            commands.append(words[start:end])
+    return commands
+
+
+@pytest.mark.parametrize(
+    ("resource", "least"), [(("ultragoal", "SKILL.md"), 20), (("agents", "code-reviewer.md"), 3)]
+)
+def test_shipped_texts_name_only_real_commands_and_flags(
+    resource: tuple[str, str], least: int
+) -> None:
+    from importlib.resources import files
+
+    import click
+
+    from ithaca.cli.main import cli
+    from ithaca.ultragoal.inputs import AGENT_OPERATIONS
+
+    text = files("ithaca.skills").joinpath(*resource).read_text()
+    commands = _commands_in(text)
+    assert len(commands) >= least
+    for words in commands:
+        command: click.Command = cli
+        path = words[1:]
+        while isinstance(command, click.Group) and path:
+            found = command.get_command(click.Context(command), path[0])
+            if found is None:
+                break
+            command, path = found, path[1:]
+        if isinstance(command, click.Group) and (not path or path[0].startswith("<")):
+            continue  # the group itself, or its general form `ithaca ultragoal <subcommand>`
+        assert not isinstance(command, click.Group), words
+        options = {opt for param in command.params for opt in param.opts}
+        flags = [word for word in path if word.startswith("--")]
+        assert set(flags) <= options, (words, set(flags) - options)
+    for operation in re.findall(r'"operation": "([a-z_]+)"', text):
+        assert operation in AGENT_OPERATIONS
+
+
+# --- the reviewer agent -----------------------------------------------------------------
+
+
+def _front_matter(text: str) -> dict[str, str]:
+    head = text.split("---\n")[1]
+    return dict(line.split(": ", 1) for line in head.splitlines())
+
+
+def test_install_adds_the_reviewer_agent_the_skill_starts_and_uninstall_takes_it_back(
+    tmp_path: Path,
+) -> None:
+    from ithaca.kernel.config import SCHEMA
+
+    root = project_with(tmp_path)
+
+    report = install(root)
+
+    assert "agent code-reviewer" in report.added
+    text = (root / AGENT).read_text()
+    fields = _front_matter(text)
+    assert fields["name"] == SCHEMA["ultragoal"]["reviewer_agent_type"][1]
+    assert set(fields["tools"].split(", ")) == {"Read", "Grep", "Glob", "Bash"}
+    assert f'subagent_type: "{fields["name"]}"' in (root / ULTRAGOAL_SKILL).read_text()
+    assert "ULTRAGOAL_REVIEW session=<session id> nonce=<nonce>" in text
+
+    removal = uninstall(root)
+
+    assert "agent code-reviewer" in removal.removed
+    assert not (root / ".claude" / "agents").exists()
+
+
+def test_the_reviewers_example_artifact_is_one_ithaca_accepts() -> None:
+    from importlib.resources import files
+
+    from ithaca.ultragoal.reducer import artifact_problem
+
+    text = files("ithaca.skills").joinpath("agents", "code-reviewer.md").read_text()
+    example = re.search(r"<<'REVIEW'\n(.*?)\nREVIEW\n", text, flags=re.DOTALL)
+    assert example is not None
+    artifact = json.loads(example.group(1))
+    artifact["scope_contract_sha256"] = "0" * 64
+
+    assert artifact_problem(artifact) is None
+
+
+def test_the_reviewers_scope_table_matches_what_the_reducer_admits() -> None:
+    from importlib.resources import files
+
+    from ithaca.ultragoal.contract import SLOTS
+    from ithaca.ultragoal.reducer import BASES, BASIS_REFERENCES
+
+    text = files("ithaca.skills").joinpath("agents", "code-reviewer.md").read_text()
+    rows = re.findall(r"^  \| `([A-Z_]+)` \| `(\w+)` \| (.+) \|$", text, flags=re.MULTILINE)
+
+    assert {(scope, basis) for scope, basis, _ in rows} == {
+        (scope, basis) for scope, bases in BASES.items() for basis in bases
+    }
+    for _, basis, references in rows:
+        slots, story_ok = BASIS_REFERENCES[basis]
+        named = set(re.findall(r"`(\w+)`", references))
+        assert named == (set() if basis == "uncertain" else set(slots)), basis
+        assert ("story id" in references) == story_ok, basis
+        if basis == "uncertain":
+            assert set(slots) == set(SLOTS) and "any of those slots" in references
+
+
+def test_an_edited_reviewer_agent_survives_uninstall(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    install(root)
+    (root / AGENT).write_text("---\nname: code-reviewer\n---\nOur own review rules.\n")
+
+    report = uninstall(root)
+
+    assert (root / AGENT).read_text().endswith("Our own review rules.\n")
+    assert "agent code-reviewer" in report.unchanged
+    assert not (root / ULTRAGOAL_SKILL).exists()
+
+
+def test_a_foreign_agent_at_that_path_refuses_the_install_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    root = project_with(tmp_path)
+    (root / AGENT).parent.mkdir(parents=True)
+    (root / AGENT).write_text("---\nname: code-reviewer\n---\nA reviewer of our own.\n")
+
+    with pytest.raises(Conflict) as refused:
+        install(root)
+
+    assert refused.value.code == "AGENT_PATH_TAKEN"
+    assert refused.value.details["path"] == str(root / AGENT)
+    assert (root / AGENT).read_text().endswith("A reviewer of our own.\n")
+    written = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert written == [AGENT]
+
+
+def test_a_reinstall_replaces_an_unedited_agent_from_an_older_ithaca(tmp_path: Path) -> None:
+    root = project_with(tmp_path)
+    install(root)
+    older = b"---\nname: code-reviewer\n---\nAn older reviewer text.\n"
+    (root / AGENT).write_bytes(older)
+    manifest_file = root / ".ithaca" / ".runtime" / "installs" / "claude.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["agents"] = [{"path": AGENT, "sha256": digest_bytes(older)}]
+    manifest_file.write_bytes(canonical(manifest) + b"\n")
+
+    report = install(root)
+
+    assert "agent code-reviewer" in report.added
+    assert (root / AGENT).read_text().startswith("---\nname: code-reviewer\ndescription: ")

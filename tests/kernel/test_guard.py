@@ -63,7 +63,7 @@ def test_the_state_database_is_off_limits(project_dir, ctx):
 def test_user_only_commands_are_denied_however_spelled(project_dir, ctx, command):
     opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
     assert opinion.effect == "deny"
-    assert opinion.code == "USER_ONLY_COMMAND"
+    assert opinion.code == "AUTHORITY_USER_ONLY"
 
 
 def test_writes_elsewhere_and_reads_of_state_files_pass(project_dir, ctx):
@@ -134,7 +134,6 @@ def test_host_and_user_only_ithaca_commands_do_not_skip_protocol_checks(project_
 @pytest.mark.parametrize(
     "command",
     [
-        "ithaca $(echo uninstall) claude",
         "ithaca uninstall${EMPTY} claude",
         "i=ithaca; $i uninstall claude",
         "python -c \"from ithaca.cli.main import cli; cli(['uninstall', 'claude'])\"",
@@ -148,11 +147,55 @@ def test_host_wiring_hidden_from_the_parser_is_still_denied(project_dir, ctx, co
 
 
 @pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        ("ithaca $(echo uninstall) claude", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("ithaca ultragoal $OPERATION", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("ithaca proto* approve apr_X", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("python -c 'import ithaca; print(1)'", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("python3 - <<'EOF'\nimport ithaca\nEOF", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("echo 'ithaca protocols approve apr_X' | bash", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("bash -lx < notes-about-ithaca.txt", "AUTHORITY_UNVERIFIABLE_COMMAND"),
+        ("ithaca protocols list 'unterminated", "AUTHORITY_UNPARSEABLE_COMMAND"),
+    ],
+)
+def test_a_line_that_hides_which_ithaca_command_runs_is_denied(project_dir, ctx, command, code):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert (opinion.effect, opinion.code) == ("deny", code)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'ithaca ultragoal set-blocked --reason "$REASON"',
+        "ithaca --project . protocols list --json",
+        "echo 'ithaca protocols approve apr_X' | grep approve",
+        "git commit -m 'Run ithaca protocols approve apr_X next'",
+        "python tools/report.py --about ithaca",
+        "bash scripts/check.sh ithaca",
+    ],
+)
+def test_values_decided_by_the_shell_and_mere_mentions_pass(project_dir, ctx, command):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert opinion.effect != "deny", opinion
+
+
+def test_an_mcp_call_naming_another_session_is_refused(project_dir, ctx):
+    own = _call(project_dir, "mcp__ithaca__ultragoal", {"operation": "get"})
+    filled = decide(own, ctx)
+    assert filled.updated_input == {"operation": "get", "session": ctx.session_id}
+    other = _call(project_dir, "mcp__ithaca__ultragoal", {"operation": "get", "session": "x-2"})
+    assert (decide(other, ctx).effect, decide(other, ctx).code) == ("deny", "SESSION_MISMATCH")
+
+
+@pytest.mark.parametrize(
     ("tool", "tool_input"),
     [
         ("Edit", {"file_path": ".claude/settings.json", "old_string": "a", "new_string": "b"}),
         ("Write", {"file_path": ".mcp.json", "content": "{}"}),
         ("Bash", {"command": "echo '{}' > .claude/settings.local.json"}),
+        ("Write", {"file_path": ".codex/hooks.json", "content": "{}"}),
+        ("Bash", {"command": "sed -i /ithaca/d .codex/config.toml"}),
     ],
 )
 def test_the_hosts_wiring_files_are_off_limits(project_dir, ctx, tool, tool_input):

@@ -96,6 +96,39 @@ def test_running_background_work_allows_stop_uncounted(ug, project_dir):
     assert stop(project_dir, background_tasks=done)["decision"] == "block"
 
 
+def codex_stop(root: Path, **fields: Any) -> dict[str, Any]:
+    payload = {
+        "session_id": SESSION,
+        "turn_id": "t-1",
+        "cwd": str(root),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        **fields,
+    }
+    out, code = dispatch.run("codex", "Stop", json.dumps(payload))
+    assert code == 0
+    return json.loads(out)
+
+
+def test_codex_waits_for_background_work_twenty_times_then_counts(ug, project_dir):
+    ug.pursue()
+    running = [{"id": "child-1", "status": "running"}]
+    for _ in range(hooks.CODEX_WAIT_LIMIT):
+        answer = codex_stop(project_dir, background_tasks=running)
+        assert answer["decision"] == "block" and "does not count" in answer["reason"]
+    assert (ug.row()["iteration"], ug.row()["background_waits"]) == (0, 20)
+    counted = codex_stop(project_dir, background_tasks=running)
+    assert "[ULTRAGOAL 1/10" in counted["reason"]
+    codex_stop(project_dir)
+    assert ug.row()["background_waits"] == 0
+
+
+def test_codex_stop_allows_with_an_empty_object(ug, project_dir):
+    assert codex_stop(project_dir) == {}
+    ug.pursue()
+    assert codex_stop(project_dir, last_assistant_message="Which DB? <awaiting-user/>") == {}
+
+
 def test_progress_resets_the_iteration_count(ug, project_dir):
     ug.pursue()
     stop(project_dir)
@@ -199,6 +232,35 @@ def test_user_invocation_matches_the_reference_pattern(prompt, typed):
     assert hooks.is_user_invocation(prompt) is typed
 
 
+@pytest.mark.parametrize(
+    ("prompt", "typed"),
+    [("$ultragoal ship it", True), (" $ultragoal", True), ("$ultragoals", False), ("/x", False)],
+)
+def test_codex_invocations_use_the_dollar_sigil(prompt, typed):
+    assert hooks.is_user_invocation(prompt, "codex") is typed
+
+
+def test_a_slash_command_the_user_expands_seeds_but_an_mcp_prompt_does_not(ug, project_dir):
+    expansion = {"command_source": "skill", "prompt": "Pursue the objective..."}
+    hook(
+        project_dir,
+        "UserPromptExpansion",
+        expansion_type="mcp_prompt",
+        command_name="ultragoal",
+        **expansion,
+    )
+    assert ug.call("get") == {"state": None}
+    hook(
+        project_dir,
+        "UserPromptExpansion",
+        expansion_type="slash_command",
+        command_name="ultragoal",
+        command_args="make the parser lenient",
+        **expansion,
+    )
+    assert ug.row()["phase"] == "planning"
+
+
 def test_session_start_after_compaction_reinjects_the_pursuit(ug, project_dir):
     ug.pursue()
     assert hook(project_dir, "SessionStart", source="startup") == {}
@@ -285,3 +347,113 @@ def test_importing_the_gate_loads_no_third_party_or_service_module():
     assert not {name.split(".")[0] for name in loaded} & heavy
     service_side = {"service", "planning", "operation", "levers", "completion", "review", "tool"}
     assert not {f"ithaca.ultragoal.{name}" for name in service_side} & loaded
+
+
+# --- the Bash guard (§4) ----------------------------------------------------------------------
+
+
+def bash(root: Path, command: str, **fields: Any) -> tuple[str | None, str]:
+    answer = hook(root, "PreToolUse", tool_name="Bash", tool_input={"command": command}, **fields)
+    output = answer.get("hookSpecificOutput", {})
+    return output.get("permissionDecision"), output.get("permissionDecisionReason", "")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ithaca ultragoal resume-pursuit",
+        "'ithaca' ultragoal 'resume-pursuit'",
+        "FOO=1 ithaca ultragoal approve-review-dispatch-renewal",
+        "bash -c 'ithaca ultragoal resume-pursuit'",
+        "python -m ithaca ultragoal dismiss-review-finding --id f1",
+        "python3 -m ithaca.cli ultragoal set-budget-limited",
+        "uv run ithaca ultragoal resume-pursuit",
+        "sudo -u me env ithaca ultragoal resume-pursuit",
+        "eval 'ithaca ultragoal resume-pursuit'",
+        "ithaca ultragoal confirm-all-stories",
+        "ithaca ultragoal confirm-story --id A",
+        "ithaca ultragoal set --phase pursuing --max-iterations 50",
+    ],
+)
+def test_the_users_levers_are_denied_to_the_agents_shell(ug, project_dir, admitted, command):
+    ug.pursue()
+    decision, reason = bash(project_dir, command)
+    assert decision == "deny"
+    assert "the user" in reason and "`ithaca ultragoal " in reason
+
+
+def test_confirmations_are_the_agents_to_relay_only_while_planning(ug, project_dir, admitted):
+    ug.service.seed(SESSION, user_typed=True)
+    ug.plan()
+    assert bash(project_dir, "ithaca ultragoal confirm-all-stories")[0] != "deny"
+    assert bash(project_dir, "ithaca ultragoal set --phase planning --max-iterations 50")[0] != (
+        "deny"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "phrase"),
+    [
+        ("ithaca ultragoal claim-review-dispatch", "reviewer subagent"),
+        ("ithaca ultragoal set-stories --session other --json '[]'", "names session 'other'"),
+        ("ithaca ultragoal --session=other set-blocked --reason x", "names session 'other'"),
+        ("ITHACA_SESSION_ID=other ithaca ultragoal set-blocked --reason x", "session 'other'"),
+        ("export ITHACA_SESSION_ID=other; ithaca ultragoal request-complete", "session 'other'"),
+        ("$PROGRAM ultragoal get", "left to the shell"),
+        ("ithaca ultragoal $OPERATION", "leaves its command to the shell"),
+        ("ithaca ultra* resume-pursuit", "leaves its command to the shell"),
+        ("python3 -c 'from ithaca.ultragoal import levers'", "cannot verify"),
+        ("echo 'ithaca ultragoal resume-pursuit' | sh", "standard input"),
+        ("ithaca ultragoal get 'unterminated", "cannot be parsed"),
+    ],
+)
+def test_hook_only_foreign_session_and_hidden_commands_are_denied(
+    ug, project_dir, admitted, command, phrase
+):
+    ug.pursue()
+    decision, reason = bash(project_dir, command)
+    assert decision == "deny"
+    assert phrase in reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ithaca ultragoal get --session other",
+        "ithaca ultragoal list-others",
+        f"ithaca ultragoal set-blocked --session {SESSION} --reason 'the API is down'",
+        "echo 'ithaca ultragoal resume-pursuit' | grep resume",
+        "git commit -m 'ithaca ultragoal resume-pursuit is the user lever'",
+    ],
+)
+def test_reads_own_session_writes_and_mentions_pass(ug, project_dir, admitted, command):
+    ug.pursue()
+    assert bash(project_dir, command)[0] != "deny"
+
+
+def test_a_denied_lever_changes_nothing(ug, project_dir, admitted):
+    ug.pursue()
+    row, journal = ug.row(), events(ug)
+    assert bash(project_dir, "ithaca ultragoal resume-pursuit")[0] == "deny"
+    assert ug.row() == row
+    assert not [kind for kind in events(ug)[len(journal) :] if kind.startswith("ultragoal.")]
+
+
+def test_codex_spawning_the_reviewer_claims_a_dispatch_without_rewriting_input(
+    ug, project_dir, admitted
+):
+    ug.pursue()
+    ug.approve_stories()
+    payload = {
+        "session_id": SESSION,
+        "turn_id": "t-1",
+        "cwd": str(project_dir),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "spawn_agent",
+        "tool_input": {"agent_type": "code-reviewer", "message": "Review the whole diff."},
+    }
+    out, code = dispatch.run("codex", "PreToolUse", json.dumps(payload))
+    assert (code, out.strip()) == (0, "")  # allowed, no input rewrite
+    assert ug.row()["review_dispatch_used"] == 1
+    ticket = ug.call("review_ticket")
+    assert ug.call("submit_review", nonce=ticket["nonce"], artifact=ug.artifact())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ithaca.ultragoal import inputs
+from ithaca.ultragoal import authority, inputs
 from ithaca.ultragoal.tool import ULTRAGOAL_DESCRIPTION, ULTRAGOAL_SCHEMA
 
 HOOK_MODULES = (
@@ -19,6 +19,7 @@ HOOK_MODULES = (
     "ithaca.ultragoal.sessions",
     "ithaca.ultragoal.marker",
     "ithaca.ultragoal.hostcap",
+    "ithaca.ultragoal.authority",
 )
 HEAVY = ("pydantic", "mcp", "click", "rich", "ithaca.validators.runner", "json", "re")
 
@@ -26,7 +27,7 @@ HEAVY = ("pydantic", "mcp", "click", "rich", "ithaca.validators.runner", "json",
 def test_the_schema_lists_every_agent_operation_and_no_lever() -> None:
     operations = ULTRAGOAL_SCHEMA["properties"]["operation"]["enum"]
     assert set(operations) == set(inputs.AGENT_OPERATIONS)
-    assert not set(operations) & (inputs.USER_OPERATIONS | inputs.HOOK_OPERATIONS)
+    assert not set(operations) & (authority.USER_OPERATIONS | authority.HOOK_OPERATIONS)
     assert ULTRAGOAL_SCHEMA["additionalProperties"] is False
     assert "request_complete" in ULTRAGOAL_DESCRIPTION
 

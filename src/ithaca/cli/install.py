@@ -24,24 +24,38 @@ def _render(report: dict[str, Any]) -> None:
     for key, mark in (("added", "+"), ("removed", "-"), ("unchanged", "=")):
         for item in report.get(key, []):
             out.print(f"  {mark} {item}", markup=False)
+    for note in report.get("notes", []):
+        out.print(f"  ! {note}", markup=False)
     if report.get("files"):
         out.print("Files: " + ", ".join(report["files"]), markup=False)
 
 
 @click.command()
 @click.argument("host", type=click.Choice(HOSTS), metavar="HOST")
+@click.option(
+    "--stop-hook-block-cap",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Consecutive Stop-hook blocks Claude Code allows (0: no cap). By default "
+    "ultragoal.max_iterations_default + 2, unless the project already has 0 or more.",
+)
 @json_option
 @click.pass_context
-def install(ctx: click.Context, host: str, as_json: bool) -> None:
-    """Register Ithaca's hooks and MCP server with a host, keeping your own settings."""
+def install(ctx: click.Context, host: str, stop_hook_block_cap: int | None, as_json: bool) -> None:
+    """Register Ithaca's hooks, MCP server and skills with a host, keeping your own settings."""
     from ithaca.hosts import install_claude
     from ithaca.kernel import config
 
     project = _project(ctx)
     with errors_to_exit(as_json):
         # The MCP server, the hooks and the installer all take the name from configuration.
-        name = config.load(project.state_root)["protocols"]["mcp_server_name"]
-        report = install_claude.install(Path(project.root), server_name=name).to_dict()
+        configured = config.load(project.state_root)
+        report = install_claude.install(
+            Path(project.root),
+            server_name=configured["protocols"]["mcp_server_name"],
+            max_iterations_default=configured["ultragoal"]["max_iterations_default"],
+            stop_hook_block_cap=stop_hook_block_cap,
+        ).to_dict()
     _compile_hook_modules()
     show(report, as_json, _render)
 

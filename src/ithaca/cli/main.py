@@ -1,32 +1,58 @@
 """The ``ithaca`` command: one click group per tool, each in its own module, all thin.
 
 Commands find the project from ``--project`` (default: the current folder) and call the
-same service functions the MCP server and hooks use.
+same service functions the MCP server and hooks use. A command's module is imported only
+when that command runs (or when help lists them all): each module pulls in its part's
+service, and loading every part for one ``ithaca ultragoal get`` would cost a cold start
+several times over.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from ithaca.cli import (
-    archive,
-    checkpoint,
-    context_command,
-    demo,
-    hook,
-    install,
-    knowledge,
-    mcp_command,
-    notebook,
-    project,
-    protocols,
-    record,
-    ultragoal,
-    ulysses,
-)
+# Command name -> "module:attribute", in the order help lists them.
+COMMANDS = {
+    "init": "ithaca.cli.project:init",
+    "status": "ithaca.cli.project:status",
+    "log": "ithaca.cli.project:log",
+    "doctor": "ithaca.cli.project:doctor",
+    "protocols": "ithaca.cli.protocols:group",
+    "notebook": "ithaca.cli.notebook:group",
+    "ulysses": "ithaca.cli.ulysses:group",
+    "ultragoal": "ithaca.cli.ultragoal:group",
+    "knowledge": "ithaca.cli.knowledge:group",
+    "context": "ithaca.cli.context_command:context",
+    "record": "ithaca.cli.record:record",
+    "checkpoint": "ithaca.cli.checkpoint:checkpoint",
+    "archive": "ithaca.cli.archive:archive",
+    "install": "ithaca.cli.install:install",
+    "uninstall": "ithaca.cli.install:uninstall",
+    "mcp": "ithaca.cli.mcp_command:mcp",
+    "hook": "ithaca.cli.hook:hook",
+    "demo": "ithaca.cli.demo:demo",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported by name when first needed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ithaca")
 @click.option(
     "--project",
@@ -40,29 +66,6 @@ from ithaca.cli import (
 def cli(ctx: click.Context, project_path: str) -> None:
     """Ithaca: commitments for coding agents, held outside the agent and enforced by hooks."""
     ctx.obj = {"project_path": project_path}
-
-
-for command in (
-    project.init,
-    project.status,
-    project.log,
-    project.doctor,
-    protocols.group,
-    notebook.group,
-    ulysses.group,
-    ultragoal.group,
-    knowledge.group,
-    context_command.context,
-    record.record,
-    checkpoint.checkpoint,
-    archive.archive,
-    install.install,
-    install.uninstall,
-    mcp_command.mcp,
-    hook.hook,
-    demo.demo,
-):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -99,9 +99,14 @@ def expect(condition: bool, message: str) -> None:
 
 def run(say: Callable[[str], None], keep: bool = False) -> int:
     """Play every scene; returns the process exit code."""
-    from ithaca.demo import debugging_session, delivery_run, protocols_turn
+    from ithaca.demo import debugging_session, delivery_run, protocols_turn, ultragoal_pursuit
 
-    scenes = [protocols_turn.play, debugging_session.play, delivery_run.play]
+    scenes = [
+        protocols_turn.play,
+        debugging_session.play,
+        delivery_run.play,
+        ultragoal_pursuit.play,
+    ]
     workdir = Path(tempfile.mkdtemp(prefix="ithaca-demo-"))
     stage = Stage(root=workdir / "repo", home=workdir / "home", say=say)
     stage.root.mkdir()

@@ -1,7 +1,8 @@
 """Claude Code's hook JSON: what arrives on stdin and what each event may answer.
 
 Claude Code sends ``session_id``, ``cwd``, ``hook_event_name`` and per-event fields
-(``prompt``; ``tool_name`` and ``tool_input``; ``agent_id`` inside subagents). An allow
+(``prompt``; ``command_name`` and ``command_args`` when a slash command expands;
+``tool_name`` and ``tool_input``; ``agent_id`` inside subagents). An allow
 is answered with silence so that the user's own permission rules still apply; deny and
 ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop uses
 ``{"decision": "block", "reason": …}``.
@@ -20,6 +21,7 @@ HOST = "claude"
 EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
+    "UserPromptExpansion",
     "PreToolUse",
     "PostToolUse",
     "PreCompact",
@@ -27,6 +29,7 @@ EVENTS = (
     "SubagentStop",
     "SessionEnd",
 )
+PROMPT_EVENTS = ("UserPromptSubmit", "UserPromptExpansion")
 SESSION_ENV_FILE = "CLAUDE_ENV_FILE"
 
 
@@ -55,12 +58,12 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
                 "permissionDecision": "allow",
                 "updatedInput": final.updated_input,
             }
-    elif event in ("UserPromptSubmit", "Stop", "SubagentStop", "PostToolUse") and blocked:
+    elif event in PROMPT_EVENTS + ("Stop", "SubagentStop", "PostToolUse") and blocked:
         answer = {"decision": "block", "reason": final.reason or final.code or "blocked by Ithaca"}
     if (
         final.context
-        and event in ("SessionStart", "UserPromptSubmit", "PostToolUse")
-        and not (blocked and event == "UserPromptSubmit")
+        and event in PROMPT_EVENTS + ("SessionStart", "PostToolUse")
+        and not (blocked and event in PROMPT_EVENTS)
     ):
         answer.setdefault("hookSpecificOutput", {"hookEventName": event})
         answer["hookSpecificOutput"]["additionalContext"] = final.context

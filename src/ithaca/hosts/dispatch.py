@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
-_HOST_ADAPTERS = {"claude": "ithaca.hosts.claude"}
 
 
 def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
@@ -50,7 +49,7 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
     cwd = given_cwd if isinstance(given_cwd, str) else os.getcwd()
     project = find_project(cwd)
     if project is None:
-        return "", 0
+        return adapter.render(event, Opinion())  # an abstention in the host's words
     conn: sqlite3.Connection | None = None
     call: Call | None = None
     try:
@@ -86,7 +85,9 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
 
 
 def _adapter(host: str) -> ModuleType:
-    return _module(_HOST_ADAPTERS[host])
+    from ithaca.hosts.main import HOSTS  # the one table of host adapters
+
+    return _module(HOSTS[host])
 
 
 def _module(name: str) -> ModuleType:

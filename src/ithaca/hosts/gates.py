@@ -12,5 +12,8 @@ GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
     ("ithaca.ulysses.gate", ("SessionStart", "PreToolUse")),
     ("ithaca.delivery.gate", ("SessionStart", "PreCompact", "PreToolUse")),
-    ("ithaca.ultragoal.gate", ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop")),
+    (
+        "ithaca.ultragoal.gate",
+        ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop"),
+    ),
 )

@@ -12,6 +12,17 @@ listed entries in place, so moving the Ithaca executable never leaves stale or d
 hooks behind. The manifest also names the MCP server, which is how the hook and MCP code
 learn the ``mcp__<server>__…`` prefix of Ithaca's own tools.
 
+It also copies the skills and the Ultragoal reviewer agent Ithaca ships into
+``.claude/skills/`` and ``.claude/agents/``. The manifest keeps each file's digest: a file
+at one of those paths that Ithaca did not write refuses the install, and uninstall removes
+only files that are still as installed.
+
+The install also raises Claude Code's cap on consecutive Stop-hook blocks
+(``env.CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``) so a whole Ultragoal no-progress run fits under
+it. That value is the user's setting too: a sufficient one (0, no cap, or at least ours) is
+kept, and the manifest records whether Ithaca wrote the value and what it replaced, so an
+uninstall puts back exactly what was there, and only while the value is still Ithaca's.
+
 Everything is read and checked before anything is written, so a refusal (malformed
 JSON, a server name taken by another program, an unsafe path) changes nothing.
 """
@@ -34,15 +45,65 @@ from ithaca.kernel.canon import canonical, digest_bytes, digest_excluding
 from ithaca.kernel.errors import Conflict, InvalidInput, invalid_field
 from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
 from ithaca.kernel.project import RUNTIME_DIR_NAME, STATE_DIR_NAME
+from ithaca.ultragoal import hostcap
 
 HOST = "claude"
 SETTINGS_RELPATH = ".claude/settings.json"
 MCP_RELPATH = ".mcp.json"
 MANIFEST_RELPATH = f"{RUNTIME_DIR_NAME}/installs/{HOST}.json"
 SKILLS_RELPATH = ".claude/skills"
+AGENTS_RELPATH = ".claude/agents"
 # Skills shipped in the ``ithaca.skills`` package, installed as ``.claude/skills/<name>/``.
-SKILLS = ("ulysses",)
+SKILLS = ("ulysses", "ultragoal")
+# Subagents shipped as ``ithaca.skills/agents/<name>.md``, installed as
+# ``.claude/agents/<name>.md``: the reviewer the ultragoal skill starts.
+AGENTS = ("code-reviewer",)
 SERVER_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A whole Ultragoal no-progress run: ``max_iterations`` blocks, one wait and one error block.
+STOP_CAP_HEADROOM = 2
+CAP_LABEL = f"env {hostcap.VARIABLE}"
+_ABSENT: Any = object()  # a setting the file does not hold (JSON null is a value)
+
+
+class Bundled(NamedTuple):
+    """One file Ithaca ships into the project: the manifest list that records it, its
+    label in reports, where it goes, where it comes from, and the code refusing a path
+    someone else holds."""
+
+    kind: str
+    name: str
+    relpath: str
+    resource: tuple[str, ...]
+    taken_code: str
+
+    @property
+    def label(self) -> str:
+        return f"{KIND_LABELS[self.kind]} {self.name}"
+
+
+KIND_LABELS = {"skills": "skill", "agents": "agent"}
+BUNDLED: tuple[Bundled, ...] = (
+    *(
+        Bundled(
+            "skills",
+            name,
+            f"{SKILLS_RELPATH}/{name}/SKILL.md",
+            (name, "SKILL.md"),
+            "SKILL_PATH_TAKEN",
+        )
+        for name in SKILLS
+    ),
+    *(
+        Bundled(
+            "agents",
+            name,
+            f"{AGENTS_RELPATH}/{name}.md",
+            ("agents", f"{name}.md"),
+            "AGENT_PATH_TAKEN",
+        )
+        for name in AGENTS
+    ),
+)
 
 
 class HostEvent(NamedTuple):
@@ -56,7 +117,8 @@ class HostEvent(NamedTuple):
 CLAUDE_EVENTS: tuple[HostEvent, ...] = (
     HostEvent("SessionStart", None, 10),
     HostEvent("UserPromptSubmit", None, 10),
-    HostEvent("PreToolUse", "*", 10),
+    HostEvent("UserPromptExpansion", None, 10),
+    HostEvent("PreToolUse", "*", 5),
     HostEvent("PostToolUse", "*", 10),
     HostEvent("PreCompact", None, 10),
     HostEvent("Stop", None, 15),
@@ -67,12 +129,14 @@ CLAUDE_EVENTS: tuple[HostEvent, ...] = (
 
 @dataclass
 class InstallReport:
-    """What an install or uninstall did: entry labels and the files it wrote or removed."""
+    """What an install or uninstall did: entry labels, the files it wrote or removed, and
+    notes on settings it left as the user had them."""
 
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, list[str]]:
         return asdict(self)
@@ -99,13 +163,28 @@ def hook_command(event: str) -> str:
     return shlex.join([python, "-S", "-P", "-c", bootstrap, HOST, event])
 
 
-def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport:
-    """Merge Ithaca's hooks and MCP server into the project and record them."""
+def install(
+    project_root: Path,
+    *,
+    server_name: str = "ithaca",
+    max_iterations_default: int = 10,
+    stop_hook_block_cap: int | None = None,
+) -> InstallReport:
+    """Merge Ithaca's hooks, MCP server, skills, reviewer agent and Stop-block cap into the
+    project and record them. The cap is ``max_iterations_default + 2`` unless
+    ``stop_hook_block_cap`` (0: no cap) overrides it, which also replaces a value the
+    project already had."""
     if not SERVER_NAME_PATTERN.fullmatch(server_name):
         raise invalid_field(
             "/serverName",
             "INVALID_SERVER_NAME",
             f"server name {server_name!r} must be 1-64 letters, digits, '_' or '-'",
+        )
+    if stop_hook_block_cap is not None and stop_hook_block_cap < 0:
+        raise invalid_field(
+            "/stopHookBlockCap",
+            "INVALID_STOP_HOOK_BLOCK_CAP",
+            f"stop hook block cap {stop_hook_block_cap} must be a whole number (0: no cap)",
         )
     root = Path(os.path.abspath(project_root))
     state_root = _state_root(root)
@@ -135,7 +214,13 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
             }
         )
 
-    skills = _plan_skills(root, previous, report)
+    if stop_hook_block_cap is None:
+        wanted, override = str(max_iterations_default + STOP_CAP_HEADROOM), False
+    else:
+        wanted, override = str(stop_hook_block_cap), True
+    previous_cap = previous.get("stopHookBlockCap") if previous else None
+    stop_cap = _place_stop_cap(settings, wanted, override, previous_cap, settings_path, report)
+    bundled = _plan_bundled(root, previous, report)
     manifest = {
         "host": HOST,
         "serverName": server_name,
@@ -143,20 +228,29 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
         "mcpPath": MCP_RELPATH,
         "hooks": installed,
         "mcpEntry": entry,
-        "skills": [{"path": path, "sha256": digest_bytes(data)} for path, data in skills],
+        **{
+            kind: [
+                {"path": item.relpath, "sha256": digest_bytes(data)}
+                for item, data in bundled
+                if item.kind == kind
+            ]
+            for kind in KIND_LABELS
+        },
+        "stopHookBlockCap": stop_cap,
         "installedAt": clock.now(),
     }
     if settings != settings_before:
         _write(root, SETTINGS_RELPATH, _pretty(settings), report)
     if mcp != mcp_before:
         _write(root, MCP_RELPATH, _pretty(mcp), report)
-    for relpath, data in skills:
-        if _file_bytes(root / relpath) != data:
-            _write(root, relpath, data, report)
+    for item, data in bundled:
+        if _file_bytes(root / item.relpath) != data:
+            _write(root, item.relpath, data, report)
     if previous is None or digest_excluding(previous, "installedAt") != digest_excluding(
         manifest, "installedAt"
     ):
         _write(state_root, MANIFEST_RELPATH, canonical(manifest) + b"\n", report)
+    _note_local_cap(root, stop_cap["value"], report)
     return report
 
 
@@ -175,6 +269,10 @@ def uninstall(project_root: Path) -> InstallReport:
     settings_changed = settings is not None and _remove_listed_hooks(
         settings, manifest["hooks"], root / settings_relpath, report
     )
+    stop_cap = manifest.get("stopHookBlockCap")
+    if settings is not None and stop_cap is not None and stop_cap["set"]:
+        restored = _restore_stop_cap(settings, stop_cap, root / settings_relpath, report)
+        settings_changed = restored or settings_changed
     mcp_changed = mcp is not None and _remove_listed_server(
         mcp, manifest["serverName"], manifest["mcpEntry"], root / mcp_relpath, report
     )
@@ -182,7 +280,8 @@ def uninstall(project_root: Path) -> InstallReport:
         _write(root, settings_relpath, _pretty(settings), report)
     if mcp is not None and mcp_changed:
         _write(root, mcp_relpath, _pretty(mcp), report)
-    _remove_listed_skills(root, manifest.get("skills", []), report)
+    for kind in KIND_LABELS:
+        _remove_listed_files(root, kind, manifest.get(kind, []), report)
     remove_confined(state_root, MANIFEST_RELPATH)
     report.files.append(str(state_root / MANIFEST_RELPATH))
     return report
@@ -299,45 +398,133 @@ def _place_hook(
         report.removed.append(label)
 
 
-def _plan_skills(
+def _place_stop_cap(
+    settings: dict[str, Any],
+    wanted: str,
+    override: bool,
+    previous: dict[str, Any] | None,
+    settings_path: Path,
+    report: InstallReport,
+) -> dict[str, Any]:
+    """Set the Stop-block cap in ``settings`` (in memory) and return its manifest record.
+
+    Decisions are made against the project's own value: the one a previous install
+    replaced while the current value is still Ithaca's, else the current value. Without
+    an override, a value of 0 or at least ``wanted`` is the project's to keep.
+    """
+    had_env = "env" in settings
+    env = _object_at(settings, "env", settings_path, create=True)
+    current = env.get(hostcap.VARIABLE, _ABSENT)
+    if previous is not None and previous["set"] and current == previous["value"]:
+        own = previous.get("previous", _ABSENT)
+        created_env = bool(previous.get("createdEnv"))
+    else:
+        own, created_env = current, not had_env
+    if not override and _sufficient(own, int(wanted)):
+        value, owned = own, False
+    else:
+        value, owned = wanted, own != wanted
+    env[hostcap.VARIABLE] = value
+    if current == value:
+        report.unchanged.append(CAP_LABEL)
+    elif owned:
+        report.added.append(CAP_LABEL)
+    else:
+        report.removed.append(CAP_LABEL)
+    if value != wanted:
+        meaning = "no cap" if hostcap.whole_number(value) == 0 else f"at least Ithaca's {wanted}"
+        report.notes.append(
+            f"kept {hostcap.VARIABLE}={value} in {SETTINGS_RELPATH} ({meaning}); "
+            "`ithaca install claude --stop-hook-block-cap N` sets another value"
+        )
+    elif owned and own is not _ABSENT and current != value:
+        report.notes.append(
+            f"replaced {hostcap.VARIABLE}={own} in {SETTINGS_RELPATH} with {value}; "
+            "`ithaca uninstall claude` puts it back"
+        )
+    record: dict[str, Any] = {"set": owned, "value": value, "createdEnv": owned and created_env}
+    if owned and own is not _ABSENT:
+        record["previous"] = own
+    return record
+
+
+def _restore_stop_cap(
+    settings: dict[str, Any], record: dict[str, Any], settings_path: Path, report: InstallReport
+) -> bool:
+    """Put back the value Ithaca's cap replaced, if the cap is still Ithaca's; True if so."""
+    env = _object_at(settings, "env", settings_path, create=False)
+    if env is None or env.get(hostcap.VARIABLE, _ABSENT) != record["value"]:
+        report.unchanged.append(CAP_LABEL)
+        return False
+    if "previous" in record:
+        env[hostcap.VARIABLE] = record["previous"]
+    else:
+        del env[hostcap.VARIABLE]
+        if not env and record.get("createdEnv"):
+            del settings["env"]
+    report.removed.append(CAP_LABEL)
+    return True
+
+
+def _note_local_cap(root: Path, value: Any, report: InstallReport) -> None:
+    """Warn when ``settings.local.json``, which Claude Code prefers, sets another cap."""
+    in_force = hostcap.stop_cap(str(root), {})
+    if in_force != hostcap.whole_number(value):
+        report.notes.append(
+            f".claude/settings.local.json sets {hostcap.VARIABLE}={in_force}, "
+            f"which Claude Code uses instead of {value}"
+        )
+
+
+def _sufficient(value: Any, wanted: int) -> bool:
+    number = hostcap.whole_number(value)
+    return number is not None and (number == 0 or number >= wanted)
+
+
+def _plan_bundled(
     root: Path, previous: dict[str, Any] | None, report: InstallReport
-) -> list[tuple[str, bytes]]:
-    """Each skill file to install, checked before anything is written: a file at that
+) -> list[tuple[Bundled, bytes]]:
+    """Each shipped file to install, checked before anything is written: a file at that
     path that an earlier install did not write is the user's, and is never overwritten."""
     from importlib.resources import files
 
-    ours_before = {item["path"]: item["sha256"] for item in (previous or {}).get("skills", [])}
+    ours_before = {
+        item["path"]: item["sha256"]
+        for kind in KIND_LABELS
+        for item in (previous or {}).get(kind, [])
+    }
     planned = []
-    for name in SKILLS:
-        relpath = f"{SKILLS_RELPATH}/{name}/SKILL.md"
-        data = files("ithaca.skills").joinpath(name, "SKILL.md").read_bytes()
-        resolve_confined(root, relpath)
-        current = _file_bytes(root / relpath)
-        label = f"skill {name}"
+    for item in BUNDLED:
+        data = files("ithaca.skills").joinpath(*item.resource).read_bytes()
+        resolve_confined(root, item.relpath)
+        current = _file_bytes(root / item.relpath)
         if current == data:
-            report.unchanged.append(label)
-        elif current is None or digest_bytes(current) == ours_before.get(relpath):
-            report.added.append(label)
+            report.unchanged.append(item.label)
+        elif current is None or digest_bytes(current) == ours_before.get(item.relpath):
+            report.added.append(item.label)
         else:
             raise Conflict(
-                "SKILL_PATH_TAKEN",
-                f"{root / relpath} exists and was not written by Ithaca; move it away first",
-                {"path": str(root / relpath)},
+                item.taken_code,
+                f"{root / item.relpath} exists and was not written by Ithaca; move it away first",
+                {"path": str(root / item.relpath)},
             )
-        planned.append((relpath, data))
+        planned.append((item, data))
     return planned
 
 
-def _remove_listed_skills(root: Path, listed: list[dict[str, Any]], report: InstallReport) -> None:
-    """Remove each listed skill file that is still as installed, and folders left empty."""
+def _remove_listed_files(
+    root: Path, kind: str, listed: list[dict[str, Any]], report: InstallReport
+) -> None:
+    """Remove each listed file that is still as installed, and folders left empty."""
     for item in listed:
-        relpath = item["path"]
-        label = f"skill {Path(relpath).parent.name}"
+        relpath = Path(item["path"])
+        name = relpath.parent.name if kind == "skills" else relpath.stem
+        label = f"{KIND_LABELS[kind]} {name}"
         current = _file_bytes(root / relpath)
         if current is None or digest_bytes(current) != item["sha256"]:
             report.unchanged.append(label)
             continue
-        remove_confined(root, relpath)
+        remove_confined(root, item["path"])
         report.removed.append(label)
         report.files.append(str(root / relpath))
         folder = (root / relpath).parent
@@ -468,6 +655,7 @@ def _read_manifest(state_root: Path) -> dict[str, Any] | None:
         return None
     path = state_root / MANIFEST_RELPATH
     hooks = manifest.get("hooks")
+    stop_cap = manifest.get("stopHookBlockCap")
     well_formed = (
         isinstance(manifest.get("serverName"), str)
         and isinstance(manifest.get("settingsPath"), str)
@@ -480,10 +668,15 @@ def _read_manifest(state_root: Path) -> dict[str, Any] | None:
             and isinstance(item.get("command"), str)
             for item in hooks
         )
+        and (stop_cap is None or _is_cap_record(stop_cap))
     )
     if not well_formed:
         raise _invalid_settings(path, "the install manifest lacks a field or has the wrong shape")
     return manifest
+
+
+def _is_cap_record(record: Any) -> bool:
+    return isinstance(record, dict) and isinstance(record.get("set"), bool) and "value" in record
 
 
 def _read_json_object(root: Path, relpath: str) -> dict[str, Any] | None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-HOSTS = {"claude": "ithaca.hosts.claude"}
-USAGE = "usage: ithaca-hook <host> <event>   (hosts: claude)"
+HOSTS = {"claude": "ithaca.hosts.claude", "codex": "ithaca.hosts.codex"}
+USAGE = f"usage: ithaca-hook <host> <event>   (hosts: {', '.join(HOSTS)})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import namedtuple
 
 TOOL_CLASSES = ("edit", "shell", "delegate", "read", "web", "mcp", "other", "ithaca")
+# Shell builtins whose operands may be assignments: `export D=.ithaca`.
+DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
 class SimpleCommand(namedtuple("SimpleCommand", "argv assignments redirects", defaults=((), ()))):
@@ -46,3 +48,11 @@ class Call(
     """
 
     __slots__ = ()
+
+
+def command_text(call: Call) -> str:
+    """The shell line of a call as one string (Codex may send an argv list), else ``""``."""
+    text = call.tool_input.get("command")
+    if isinstance(text, list):
+        text = " ".join(str(part) for part in text)
+    return text if isinstance(text, str) else ""

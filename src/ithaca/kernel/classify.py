@@ -1,16 +1,19 @@
 """Describe a hook call once, the same way for every gate (DESIGN.md, kernel contract 1).
 
-The tool-class table is protocols §9.1 plus Codex's shell tools. A shell call whose
-every command runs the Ithaca CLI is class ``ithaca``: Ithaca's own commands have their
-own gates, and the strict protocols gate must never block them. That holds only for a
-call that does nothing else; a line that also writes a file through a redirection, or
-mixes in any other command, stays class ``shell`` and is judged as a whole.
+The tool-class table is protocols §9.1 plus Codex's tools: its shell tools (``Bash`` in
+hook payloads; ``exec_command``, ``shell_command``, ``shell`` and ``local_shell`` where a
+command arrives as a string or an argv list), ``apply_patch`` (an edit whose targets are
+the patch's file lines) and the function tools that only read (images, MCP resources).
+A shell call whose every command runs the Ithaca CLI is class ``ithaca``: Ithaca's own
+commands have their own gates, and the strict protocols gate must never block them. That
+holds only for a call that does nothing else; a line that also writes a file through a
+redirection, or mixes in any other command, stays class ``shell`` and is judged as a whole.
 
 Write targets are reported relative to the project root so that path rules and the
 ``.ithaca/`` guard compare like with like; the action digest uses the same relative
 form, so an approval survives a change of checkout location but not of command or cwd.
 This runs on every hook call: stdlib only, the shell parser loaded only for shell calls,
-and ``re`` only for the rare patch tools.
+and patch headers read with string methods rather than ``re``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 
 from ithaca.kernel import canon
 from ithaca.kernel.authority import command_kind
-from ithaca.kernel.call import Call
+from ithaca.kernel.call import Call, SimpleCommand
 from ithaca.kernel.globmatch import fnmatchcase
 
 TYPE_CHECKING = False
@@ -46,15 +49,23 @@ TOOL_CLASS_TABLE = {
     "LS": "read",
     "update_plan": "read",
     "TodoWrite": "read",
+    "view_image": "read",
+    "list_mcp_resources": "read",
+    "list_mcp_resource_templates": "read",
+    "read_mcp_resource": "read",
     "WebFetch": "web",
     "WebSearch": "web",
 }
 
-# The file lines of an ``apply_patch`` body; compiled on first use (``re`` caches it).
-_PATCH_HEADER = r"(?m)^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)[ \t\r]*$"
+# The lines of an ``apply_patch`` body that name a file it adds, changes, deletes or moves to.
+_PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 _PATCH_PROGRAMS = frozenset({"apply_patch", "applypatch"})
 _PATH_KEYS = ("file_path", "notebook_path", "path")
 _LITERAL_MARKERS = frozenset("*?[$`")
+# The characters ``shlex.quote`` leaves a word bare with.
+_SAFE_CHARACTERS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-"
+)
 
 
 def tool_class(tool_name: str, server_name: str = "ithaca") -> str:
@@ -159,8 +170,8 @@ def _shell_fields(
         )
     )
     targets = list(shell.write_targets(parsed))
-    if command is not None and any(item.program in _PATCH_PROGRAMS for item in parsed.commands):
-        targets.extend(_patch_targets(command))
+    if command is not None:
+        targets.extend(_shell_patch_targets(parsed.commands, command))
     cwd = _relative(os.path.realpath(base), root)
     digest_command = command if command is not None else tool_input.get("command")
     return {
@@ -190,12 +201,18 @@ def _command_text(tool_input: dict[str, Any]) -> str | None:
         from ithaca.kernel import shell
 
         body = shell.shell_c_body(command)
-        if body is not None:
-            return body
-        import shlex  # argv commands come from Codex only
-
-        return shlex.join(command)
+        return body if body is not None else _shell_join(command)
     return None
+
+
+def _shell_join(argv: list[str]) -> str:
+    """``shlex.join(argv)``, without importing ``shlex`` (and its ``re``) into a hook."""
+    return " ".join(
+        word
+        if word and _SAFE_CHARACTERS.issuperset(word)
+        else "'" + word.replace("'", "'\"'\"'") + "'"
+        for word in argv
+    )
 
 
 def _working_directory(cwd: str, tool_input: dict[str, Any]) -> str:
@@ -212,21 +229,43 @@ def _edit_targets(tool_input: dict[str, Any]) -> list[str]:
         for key in ("file_path", "notebook_path")
         if isinstance(value := tool_input.get(key), str) and value
     ]
-    patch = tool_input.get("input", tool_input.get("patch"))
-    command = tool_input.get("command")
-    if not isinstance(patch, str) and isinstance(command, list) and command:
-        patch = command[-1]
+    patch = tool_input.get("input", tool_input.get("patch", tool_input.get("command")))
+    if isinstance(patch, list) and patch:
+        patch = patch[-1]  # ``["apply_patch", PATCH]``
     if isinstance(patch, str):
         targets.extend(_patch_targets(patch))
     return targets
 
 
+def _shell_patch_targets(commands: tuple[SimpleCommand, ...], line: str) -> list[str]:
+    """The files an ``apply_patch`` run from the shell touches.
+
+    The patch is an argument (``apply_patch "$PATCH_TEXT"``) or, when no argument holds
+    one, a heredoc body, which only the line's own text still has.
+    """
+    patchers = [item for item in commands if item.program in _PATCH_PROGRAMS]
+    if not patchers:
+        return []
+    found = [
+        target for item in patchers for word in item.argv[1:] for target in _patch_targets(word)
+    ]
+    return found or _patch_targets(line)
+
+
 def _patch_targets(patch: str) -> list[str]:
+    """The paths an ``apply_patch`` body's file lines name.
+
+    Blanks around a line are ignored: naming a file too many is safe, missing one is not.
+    """
     if "*** " not in patch:
         return []
-    import re
-
-    return re.findall(_PATCH_HEADER, patch)
+    targets = []
+    for raw in patch.split("\n"):
+        line = raw.strip()
+        for header in _PATCH_HEADERS:
+            if line.startswith(header) and (path := line[len(header) :].strip()):
+                targets.append(path)
+    return targets
 
 
 def _project_relative_input(tool_input: dict[str, Any], base: str, root: str) -> dict[str, Any]:

@@ -19,14 +19,22 @@ import os
 
 from ithaca.kernel import config
 from ithaca.kernel.authority import command_kind, user_only_command
-from ithaca.kernel.call import Call, SimpleCommand
+from ithaca.kernel.call import DECLARATIONS, Call, SimpleCommand, command_text
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME
 
 EVENTS = ("PreToolUse",)
 # The host's own settings files: removing Ithaca's entries there unwires every gate.
-HOST_FILES = frozenset({".claude/settings.json", ".claude/settings.local.json", ".mcp.json"})
+HOST_FILES = frozenset(
+    {
+        ".claude/settings.json",
+        ".claude/settings.local.json",
+        ".mcp.json",
+        ".codex/config.toml",
+        ".codex/hooks.json",
+    }
+)
 _HOST_PHRASES = (
     "ithaca uninstall",
     "ithaca install",
@@ -44,21 +52,24 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if call is None or ctx.project is None:
         return ABSTAIN
     if call.tool_class == "ithaca" and call.tool.startswith("mcp__") and ctx.session_id:
-        return Opinion("allow", updated_input={**call.tool_input, "session": ctx.session_id})
+        return _fill_session(call, ctx.session_id)
     for argv in call.ithaca_commands:
-        if command_kind(argv) == "host" or any(_shell_decided(word) for word in argv):
+        if command_kind(argv) == "host":
             return _host_wiring_denied()
         command = user_only_command(argv)
         if command is not None:
             spelled = "ithaca " + " ".join(command)
             return Opinion(
                 "deny",
-                "USER_ONLY_COMMAND",
+                "AUTHORITY_USER_ONLY",
                 f"Ithaca: `{spelled}` is the user's to run in their own terminal. "
                 "Show the user the exact command and wait; never run it yourself.",
             )
-    if call.mutating and _names_host_wiring(call):
+    undecided = [argv for argv in call.ithaca_commands if _undecided_command_path(argv)]
+    if (call.mutating or undecided) and _names_host_wiring(call):
         return _host_wiring_denied()
+    if undecided:
+        return _unverifiable(f"`ithaca {' '.join(undecided[0])}` leaves its command to the shell")
     state_root = ctx.project.state_root
     user_settings = os.path.realpath(config.home())
     allowed = _allowances(ctx)
@@ -109,6 +120,9 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
                     "STATE_DB_DENIED",
                     "Ithaca: the state database is off limits; use Ithaca's tools.",
                 )
+    hidden = _hidden_ithaca_code(call)
+    if hidden is not None:
+        return _unverifiable(hidden)
     return ABSTAIN
 
 
@@ -136,10 +150,9 @@ _INLINE: dict[str, tuple[frozenset[str], str, str, str, str]] = {
     "php": (frozenset(), "rBRE", "cdz", "", "fF"),
     **{shell: (frozenset(), "c", "oO", "", "") for shell in ("sh", "bash", "zsh", "dash", "ksh")},
 }
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 # Tools that run a program inside an environment: `uv run python -c …`.
 _RUNNERS = frozenset({"uv", "poetry", "pdm", "hatch", "pipenv", "rye", "conda", "mamba"})
-# Builtins whose operands may be assignments: `export D=.ithaca`.
-_DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
 def _inline_code_words(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -159,7 +172,7 @@ def _inline_code_words(argv: tuple[str, ...]) -> tuple[str, ...]:
     code = _inline_code_index(argv, *_INLINE[family])
     if code is None:
         return ()
-    if family in ("sh", "bash", "zsh", "dash", "ksh"):
+    if family in _SHELLS:
         while code < len(argv) and argv[code][:1] in ("-", "+"):
             code += 1  # `bash -ce BODY`: the body is the first operand
         return argv[code + 1 :] if "$" in "".join(argv[code : code + 1]) else ()
@@ -221,7 +234,7 @@ def _state_variables(commands: tuple[SimpleCommand, ...], state_root: str) -> fr
 
 def _assignments(command: SimpleCommand) -> list[tuple[str, str]]:
     words = list(command.assignments)
-    if command.program in _DECLARATIONS:
+    if command.program in DECLARATIONS:
         words += [word for word in command.argv[1:] if not word.startswith(("-", "+"))]
     pairs = []
     for word in words:
@@ -280,14 +293,97 @@ def _names_database(word: str) -> bool:
 
 def _names_host_wiring(call: Call) -> bool:
     """A mutating shell line whose text names Ithaca's host wiring, however it is hidden
-    from the parser (``echo '…' | bash``, heredocs, ``python -c``, unreadable lines)."""
-    text = call.tool_input.get("command")
-    if isinstance(text, list):
-        text = " ".join(str(part) for part in text)
-    if not isinstance(text, str) or "ithaca" not in text:
+    from the parser (``echo '…' | bash``, heredocs, ``python -c``, substitutions)."""
+    text = command_text(call)
+    if "ithaca" not in text:
         return False
     spaced = " ".join(text.replace("'", " ").replace('"', " ").split())
-    return call.unparseable or any(phrase in spaced for phrase in _HOST_PHRASES)
+    return any(phrase in spaced for phrase in _HOST_PHRASES)
+
+
+def _fill_session(call: Call, session_id: str) -> Opinion:
+    """Give an Ithaca MCP call the host's session id; a different one supplied is refused,
+    since it would act on another session's state."""
+    supplied = call.tool_input.get("session")
+    if supplied is not None and supplied != session_id:
+        return Opinion(
+            "deny",
+            "SESSION_MISMATCH",
+            f"Ithaca: this call names session {supplied!r} but runs in session"
+            f" {session_id!r}. Leave `session` out; the hook fills it in.",
+        )
+    return Opinion("allow", updated_input={**call.tool_input, "session": session_id})
+
+
+def _undecided_command_path(argv: tuple[str, ...]) -> bool:
+    """Whether the shell, not the text, decides which Ithaca command runs: a substitution,
+    variable or glob among the first two command words or the options before them
+    (``ithaca ultragoal $OP``, ``ithaca ultra*``). Later words are values and may vary."""
+    literal = 0
+    for word in argv:
+        if _shell_decided(word) or _has_glob(word):
+            return True
+        if not word.startswith("-"):
+            literal += 1
+            if literal == 2:
+                return False
+    return False
+
+
+def _hidden_ithaca_code(call: Call) -> str | None:
+    """Why a line may run Ithaca where the parser cannot follow: an unparseable line, Python
+    code given inline or on standard input, or text fed to a shell reading standard input,
+    each mentioning ``ithaca``. ``None`` when nothing is hidden."""
+    text = command_text(call)
+    if not _mentions_ithaca(text):
+        return None
+    if call.unparseable:
+        return "UNPARSEABLE"
+    for command in call.commands:
+        family = _family(command.argv[0]) if command.argv else None
+        if family in ("python", "pypy"):
+            code = _inline_code_index(command.argv, *_INLINE[family])
+            if code is not None and _mentions_ithaca(command.argv[code]):
+                return f"`{command.program} -c` runs code that mentions ithaca"
+            if _reads_standard_input(command.argv):
+                return f"`{command.program}` reads code that mentions ithaca from standard input"
+        elif family in _SHELLS and _reads_standard_input(command.argv):
+            return f"`{command.program}` runs commands from standard input that mention ithaca"
+    return None
+
+
+def _mentions_ithaca(text: str) -> bool:
+    """``ithaca`` other than as the state folder's name (``.ithaca``), which the state
+    checks above judge."""
+    start = text.find("ithaca")
+    while start >= 0:
+        if start == 0 or text[start - 1] != ".":
+            return True
+        start = text.find("ithaca", start + 1)
+    return False
+
+
+def _reads_standard_input(argv: tuple[str, ...]) -> bool:
+    """An interpreter given no script or inline code, or given ``-``: it runs its input."""
+    operands = [word for word in argv[1:] if not word.startswith("-") or word == "-"]
+    inline = any(word[:1] == "-" and word[1:2] != "-" and "c" in word[1:] for word in argv[1:])
+    return not inline and (not operands or operands[0] == "-")
+
+
+def _unverifiable(why: str) -> Opinion:
+    if why == "UNPARSEABLE":
+        return Opinion(
+            "deny",
+            "AUTHORITY_UNPARSEABLE_COMMAND",
+            "Ithaca: this shell line mentions ithaca but cannot be parsed, so Ithaca cannot"
+            " tell which command it runs. Run each Ithaca command on its own, plainly spelled.",
+        )
+    return Opinion(
+        "deny",
+        "AUTHORITY_UNVERIFIABLE_COMMAND",
+        f"Ithaca: {why}, so Ithaca cannot verify which command runs. Spell the Ithaca"
+        " command out literally (`ithaca <part> <subcommand> …`).",
+    )
 
 
 def _host_wiring_denied() -> Opinion:

@@ -11,6 +11,7 @@ kernel.
 from __future__ import annotations
 
 from ithaca.kernel.authority import command_words
+from ithaca.kernel.call import command_text
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
 TYPE_CHECKING = False
@@ -19,9 +20,10 @@ if TYPE_CHECKING:
 
     from ithaca.kernel.call import Call
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop")
-# Tools whose calls can seed a pursuit (Skill) or dispatch its reviewer (Task, Agent).
-RELEVANT_TOOLS = frozenset({"Skill", "Task", "Agent"})
+EVENTS = ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop")
+# Tools whose calls can seed a pursuit (Skill) or dispatch its reviewer (Task, Agent, and
+# Codex's spawn_agent).
+RELEVANT_TOOLS = frozenset({"Skill", "Task", "Agent", "spawn_agent"})
 
 _STATE = (
     "SELECT json_extract(state_json, '$.active'), json_extract(state_json, '$.phase')"
@@ -32,14 +34,18 @@ _STATE = (
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if not _concerns_ultragoal(call, ctx):
         return ABSTAIN
+    if call is not None and call.tool not in RELEVANT_TOOLS:
+        from ithaca.ultragoal import authority  # the Bash guard and the reviewer-only check
+
+        return authority.tool_opinion(call, ctx) if ctx.project and ctx.session_id else ABSTAIN
     from ithaca.ultragoal import hooks
 
     return hooks.decide(call, ctx)
 
 
 def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
-    if not _concerns_ultragoal(call, ctx):
-        return None
+    if not _concerns_ultragoal(call, ctx) or (call is not None and call.tool not in RELEVANT_TOOLS):
+        return None  # only a Skill call (seed) or the reviewer's start (claim) writes
     from ithaca.ultragoal import hooks
 
     return hooks.commit(call, final, ctx)
@@ -72,5 +78,7 @@ def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:
     if call.tool in RELEVANT_TOOLS:
         return True
     if call.tool == f"mcp__{ctx.config['protocols']['mcp_server_name']}__ultragoal":
+        return True
+    if call.unparseable and "ultragoal" in command_text(call):
         return True
     return any(command_words(argv)[:1] == ["ultragoal"] for argv in call.ithaca_commands)

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import os
 
-from ithaca.kernel.authority import command_words
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
-from ithaca.ultragoal import hostcap, lifecycle, marker, progress, records
+from ithaca.ultragoal import hostcap, lifecycle, marker, progress, prompts, records
 from ithaca.ultragoal.ttl import elapsed_s
 
 TYPE_CHECKING = False
@@ -32,46 +31,17 @@ if TYPE_CHECKING:
 
     from ithaca.kernel.call import Call
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop")
+EVENTS = ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop")
 NAME = "ultragoal"
 
 YIELD_TAG = "<awaiting-user/>"
-OBJECTIVE_CUT = 2000
 ERROR_FOLDER = os.path.join("ultragoal", "stop-errors")
-REVIEWER_ONLY = frozenset({"submit-review", "review-ticket"})
 REINJECT_SOURCES = frozenset({"resume", "compact", "clear"})
 BACKGROUND_RUNNING = frozenset({"running", "pending"})
-DELEGATE_TOOLS = frozenset({"Task", "Agent"})
-
-RULES = (
-    "Take the next concrete step now. Passing tests, a clean diff or a confident summary are "
-    "proxy signals, not completion: only `ithaca ultragoal request-complete` completes the "
-    "pursuit. To hand the turn to the user, end your message with <awaiting-user/>. If a real "
-    "blocker leaves no actionable step, report it with `ithaca ultragoal set-blocked --reason`."
-)
-REVIEW_POINTER = (
-    "Every story is approved: run the review lane (start the reviewer subagent, read "
-    "get-review-result), then set-verdict and request-complete."
-)
-LIMIT_TEXT = (
-    "[ULTRAGOAL paused: {kind} budget spent] The pursuit is now budget_limited. Finish any "
-    "in-flight work, dispatch nothing new, and ask the user to run `ithaca ultragoal "
-    "resume-pursuit` in their own terminal to continue."
-)
-HOST_CAP_NOTE = (
-    "(The host ends this turn after this many consecutive blocks; the pursuit resumes on "
-    "the next turn.)"
-)
-ERROR_BLOCK = "Ithaca could not evaluate the ultragoal gate ({code}); keep pursuing."
-ERROR_ALLOW = (
-    "ITHACA ULTRAGOAL GATE FAILED {count}× ({code}): stop allowed; the pursuit is NOT "
-    "complete; run ithaca doctor"
-)
-NOT_REVIEWER = (
-    "Ultragoal: submit-review and review-ticket belong to the reviewer subagent ({reviewer}); "
-    "start it with the Agent tool instead of calling them yourself."
-)
-
+CODEX_WAIT_LIMIT = 20  # Codex Stops granted to background work before it counts
+# Tools that start a subagent, and the input field naming its type: Claude Code's Task and
+# Agent, Codex's spawn_agent.
+DELEGATE_TOOLS = {"Task": "subagent_type", "Agent": "subagent_type", "spawn_agent": "agent_type"}
 
 # --- entry points -------------------------------------------------------------------------
 
@@ -81,8 +51,6 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         return ABSTAIN
     if ctx.event == "Stop":
         return _stop_decide(ctx)
-    if ctx.event == "PreToolUse" and call is not None:
-        return _reviewer_only(call, ctx)
     return ABSTAIN
 
 
@@ -97,7 +65,7 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
         return None
     if ctx.event == "SessionStart":
         return _session_start(conn, ctx)
-    if ctx.event == "UserPromptSubmit":
+    if ctx.event in ("UserPromptSubmit", "UserPromptExpansion"):
         return _prompt(conn, ctx)
     if ctx.event == "PreToolUse" and call is not None:
         return _tool(conn, call, ctx)
@@ -182,9 +150,19 @@ def judge(
         row["turn_started_at"] = None
         return Opinion("allow", gate=NAME), _transition(row, kind, note, now)
 
-    if _background_count(payload) > 0:
-        return allow("stop", {"decision": "allow", "cause": "background"})
-    row["background_waits"] = 0
+    running = _background_count(payload)
+    if running and ctx.host != "codex":
+        return allow("stop", {"decision": "allow", "cause": "background"})  # its wake re-fires
+    waits = int(row["background_waits"] or 0)
+    if running and waits < CODEX_WAIT_LIMIT:
+        row["background_waits"] = waits + 1
+        row["stop_blocks_consecutive"] = int(row["stop_blocks_consecutive"]) + 1
+        row["turn_started_at"] = now
+        note = {"decision": "block", "cause": "background", "waits": waits + 1}
+        waiting = Opinion("block", "ULTRAGOAL_WAITING", prompts.WAIT, gate=NAME)
+        return waiting, _transition(row, "stop", note, now)
+    if not running:
+        row["background_waits"] = 0
     message = payload.get("last_assistant_message")
     if isinstance(message, str) and YIELD_TAG in message:
         row["stop_blocks_consecutive"] = 0
@@ -206,16 +184,16 @@ def judge(
     row["stop_blocks_consecutive"] = int(row["stop_blocks_consecutive"]) + 1
     if limit_kind is None:
         row["turn_started_at"] = now
-        reason = continuation(row, view["current_story"])
+        reason = prompts.continuation(row, view["current_story"])
     else:
         row["turn_started_at"] = None
-        reason = LIMIT_TEXT.format(kind=limit_kind.replace("_", "-"))
+        reason = prompts.limit(limit_kind)
     kind = "stop"
     cap = hostcap.stop_cap(ctx.project.root if ctx.project else "", os.environ)
     if ctx.host == "claude" and cap != 0 and row["stop_blocks_consecutive"] > cap:
         row["host_capped"] = True
         kind = "host_capped"
-        reason = f"{reason}\n\n{HOST_CAP_NOTE}"
+        reason = f"{reason}\n\n{prompts.HOST_CAP_NOTE}"
     opinion = Opinion("block", "ULTRAGOAL_PURSUING", reason, gate=NAME)
     note = {"decision": "block", "progress": moved, "iteration": row["iteration"]}
     if limit_kind is not None:
@@ -223,37 +201,10 @@ def judge(
     return opinion, _transition(row, kind, note, now)
 
 
-def continuation(row: dict[str, Any], story: dict[str, Any] | None) -> str:
-    """The reason a pursuing Stop is blocked: budget, objective, current story, rules."""
-    wall = f"{float(row['wall_used_s'] or 0) / 60:.0f}"
-    limit = row["max_wall_minutes"]
-    header = (
-        f"[ULTRAGOAL {row['iteration']}/{row['max_iterations']} · wall {wall}/"
-        f"{limit if limit is not None else '∞'} min]"
-    )
-    objective = str(row["outcome"])[:OBJECTIVE_CUT]
-    return "\n".join(
-        [
-            header,
-            f"<untrusted_objective>{objective}</untrusted_objective>",
-            _story_text(story),
-            RULES,
-        ]
-    )
-
-
-def _story_text(story: dict[str, Any] | None) -> str:
-    if story is None:
-        return REVIEW_POINTER
-    criteria = "; ".join(str(item) for item in story["acceptance_criteria"] or [])
-    return (
-        f"Current story {story['id']}: {story['story']}\n"
-        f"Acceptance criteria: {criteria}\n"
-        f"Verification surface: {story['verification_surface']}"
-    )
-
-
 def _background_count(payload: dict[str, Any]) -> int:
+    """Background work still running: Claude Code lists it in ``background_tasks``. Codex
+    sends no such list and offers no probe of its child threads, so there it counts 0
+    unless an adapter supplies the same list (a documented degraded surface)."""
     tasks = payload.get("background_tasks")
     if not isinstance(tasks, list):
         return 0
@@ -307,10 +258,8 @@ def _stop_error(ctx: GateContext, exc: Exception) -> Opinion:
             pass
         pursuing = marker.exists(runtime, session_id) or _read_as_pursuing(ctx)
     if pursuing and count <= int(ctx.config["ultragoal"]["stop_error_block_max"]):
-        return Opinion("block", code, ERROR_BLOCK.format(code=code), gate=NAME)
-    return Opinion(
-        "allow", code, system_message=ERROR_ALLOW.format(count=count, code=code), gate=NAME
-    )
+        return Opinion("block", code, prompts.error_block(code), gate=NAME)
+    return Opinion("allow", code, system_message=prompts.error_allow(count, code), gate=NAME)
 
 
 def _read_as_pursuing(ctx: GateContext) -> bool:
@@ -369,9 +318,9 @@ def _session_start(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None
 
 def _prompt(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
     session_id = str(ctx.session_id)
-    prompt = ctx.payload.get("prompt")
+    prompt = typed_prompt(ctx.event, ctx.payload)
     contexts = []
-    if isinstance(prompt, str) and is_user_invocation(prompt):
+    if prompt is not None and is_user_invocation(prompt, ctx.host):
         seeded = _seed(conn, ctx, user_typed=True)
         if seeded is not None:
             contexts.append(seeded)
@@ -390,15 +339,28 @@ def _prompt(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
     return Opinion("allow", context="\n\n".join(contexts), gate=NAME)
 
 
-def is_user_invocation(prompt: str) -> bool:
-    """Whether a prompt is a user-typed ``/ultragoal`` (``^\\s*/(\\S+:)?ultragoal\\b``),
-    matched by hand because hooks do not load ``re``."""
+def typed_prompt(event: str, payload: dict[str, Any]) -> str | None:
+    """What the user typed: the prompt itself, or for a slash command the user expanded,
+    ``/name args`` (a skill the model invokes arrives as a ``Skill`` tool call instead)."""
+    if event == "UserPromptSubmit":
+        prompt = payload.get("prompt")
+        return prompt if isinstance(prompt, str) else None
+    name, args = payload.get("command_name"), payload.get("command_args")
+    if payload.get("expansion_type") != "slash_command" or not isinstance(name, str):
+        return None
+    return f"/{name} {args if isinstance(args, str) else ''}"
+
+
+def is_user_invocation(prompt: str, host: str = "claude") -> bool:
+    """Whether a prompt is a user-typed invocation: ``^\\s*/(\\S+:)?ultragoal\\b``, or
+    ``^\\s*\\$ultragoal\\b`` on Codex; matched by hand because hooks do not load ``re``."""
     text = prompt.lstrip()
-    if not text.startswith("/"):
+    sigil = "$" if host == "codex" else "/"
+    if not text.startswith(sigil):
         return False
     parts = text[1:].split(None, 1)
     word = parts[0] if parts else ""
-    starts = [0] + [i + 1 for i, char in enumerate(word) if char == ":" and i > 0]
+    starts = [0] if host == "codex" else [0] + [i + 1 for i, c in enumerate(word) if c == ":" and i]
     for start in starts:
         end = start + len("ultragoal")
         if word.startswith("ultragoal", start) and (
@@ -419,11 +381,7 @@ def _seed(conn: sqlite3.Connection, ctx: GateContext, *, user_typed: bool) -> st
     )
     if result["outcome"] != "active_pursuit_exists":
         return None
-    return (
-        f"ULTRAGOAL ACTIVE_PURSUIT_EXISTS phase={result['phase']} objective="
-        f"<untrusted_objective>{str(result['objective'])[:OBJECTIVE_CUT]}</untrusted_objective>"
-        " — continue it (read `ithaca ultragoal get`) instead of starting a new one."
-    )
+    return prompts.active_pursuit_exists(result["phase"], result["objective"])
 
 
 def _reinject(conn: sqlite3.Connection, ctx: GateContext, cause: str) -> Opinion | None:
@@ -437,7 +395,7 @@ def _reinject(conn: sqlite3.Connection, ctx: GateContext, cause: str) -> Opinion
     if not row["host_capped"] and cause not in ("compact", "resume"):
         return None
     why = "the host ended the previous turn" if row["host_capped"] else f"session {cause}"
-    text = f"ULTRAGOAL RESUMED ({why}).\n" + continuation(row, view["current_story"])
+    text = prompts.resumed(why, row, view["current_story"])
     row.update(host_capped=False, stop_blocks_consecutive=0, turn_started_at=ctx.now)
     records.commit(
         conn, row, actor="hook", kind="reinjected", payload={"cause": cause}, now=ctx.now
@@ -448,39 +406,13 @@ def _reinject(conn: sqlite3.Connection, ctx: GateContext, cause: str) -> Opinion
 # --- PreToolUse (§5.5 claim, §6.1 seed, §6.3 reviewer-only) --------------------------------
 
 
-def _reviewer_only(call: Call, ctx: GateContext) -> Opinion:
-    operation = ultragoal_operation(call, ctx.config["protocols"]["mcp_server_name"])
-    if operation not in REVIEWER_ONLY:
-        return ABSTAIN
-    reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
-    if ctx.payload.get("agent_type") == reviewer:
-        return ABSTAIN
-    return Opinion(
-        "deny",
-        "REVIEW_SUBMITTER_NOT_REVIEWER",
-        NOT_REVIEWER.format(reviewer=reviewer),
-        gate=NAME,
-    )
-
-
-def ultragoal_operation(call: Call, server_name: str) -> str | None:
-    """The ultragoal operation a call asks for, CLI-spelled (``submit-review``), else None."""
-    if call.tool == f"mcp__{server_name}__ultragoal":
-        operation = call.tool_input.get("operation")
-        return operation.replace("_", "-") if isinstance(operation, str) else ""
-    for argv in call.ithaca_commands:
-        words = command_words(argv)
-        if words and words[0] == "ultragoal":
-            return words[1] if len(words) > 1 else ""
-    return None
-
-
 def _tool(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion | None:
     if _is_skill_invocation(call):
         _seed(conn, ctx, user_typed=False)
         return None
-    subagent = call.tool_input.get("subagent_type")
-    if call.tool in DELEGATE_TOOLS and subagent == ctx.config["ultragoal"]["reviewer_agent_type"]:
+    field = DELEGATE_TOOLS.get(call.tool)
+    reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
+    if field is not None and call.tool_input.get(field) == reviewer:
         return _claim(conn, call, ctx)
     return None
 
@@ -495,12 +427,16 @@ def _is_skill_invocation(call: Call) -> bool:
 
 
 def _claim(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion:
-    """Claim one review dispatch and hand its nonce to the reviewer in its prompt; any
-    refusal or failure denies the dispatch (§5.5)."""
+    """Claim one review dispatch and hand its nonce to the reviewer in its prompt (on
+    Codex, which cannot rewrite the call, through ``review-ticket``); any refusal or
+    failure denies the dispatch (§5.5)."""
     session_id = str(ctx.session_id)
+    in_prompt = ctx.host != "codex"
     conn.execute("SAVEPOINT ultragoal_claim")
     try:
-        claim = lifecycle.claim_review_dispatch(conn, session_id, now=ctx.now, nonce_in_prompt=True)
+        claim = lifecycle.claim_review_dispatch(
+            conn, session_id, now=ctx.now, nonce_in_prompt=in_prompt
+        )
         conn.execute("RELEASE ultragoal_claim")
     except Exception:  # noqa: BLE001 - a failed claim denies the dispatch
         conn.execute("ROLLBACK TO ultragoal_claim")
@@ -508,27 +444,10 @@ def _claim(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion:
         claim = {"allowed": False, "reason": "failure", "used": 0, "cap": 0}
         claim["code"] = lifecycle.CLAIM_CODES["failure"]
     if not claim["allowed"]:
-        return Opinion("deny", claim["code"], _claim_reason(claim), gate=NAME)
+        return Opinion("deny", claim["code"], prompts.claim_refused(claim), gate=NAME)
+    if not in_prompt:
+        return Opinion("allow", gate=NAME)
     prompt = call.tool_input.get("prompt")
     ticket = f"ULTRAGOAL_REVIEW session={session_id} nonce={claim['nonce']}"
     text = f"{prompt}\n\n{ticket}" if isinstance(prompt, str) and prompt else ticket
     return Opinion("allow", updated_input={**call.tool_input, "prompt": text}, gate=NAME)
-
-
-def _claim_reason(claim: dict[str, Any]) -> str:
-    reason = claim["reason"]
-    used, cap = claim["used"], claim["cap"]
-    if reason == "stories_pending":
-        pending = ", ".join(claim.get("ids", []))
-        return f"Ultragoal: approve every story before the code review (pending: {pending})."
-    if reason == "completion_eligible":
-        return (
-            "Ultragoal: the current review already allows completion; run set-verdict "
-            "and request-complete instead of another review."
-        )
-    if reason == "budget_exhausted":
-        return (
-            f"Ultragoal: the review dispatch budget is spent ({used}/{cap}); ask the user to "
-            f"run `{claim['renewal_command']}` in their own terminal."
-        )
-    return "Ultragoal: a review dispatch needs an active pursuing session."

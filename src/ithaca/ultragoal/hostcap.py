@@ -24,7 +24,7 @@ SETTINGS_FILES = ("settings.local.json", "settings.json")
 
 def stop_cap(project_root: str, env: Mapping[str, str]) -> int:
     """The cap in force; 0 means the host never overrides a block."""
-    value = _whole(env.get(VARIABLE))
+    value = whole_number(env.get(VARIABLE))
     if value is not None:
         return value
     for name in SETTINGS_FILES:
@@ -35,7 +35,7 @@ def stop_cap(project_root: str, env: Mapping[str, str]) -> int:
             continue
         configured = settings.get("env") if isinstance(settings, dict) else None
         if isinstance(configured, dict):
-            value = _whole(configured.get(VARIABLE))
+            value = whole_number(configured.get(VARIABLE))
             if value is not None:
                 return value
     return DEFAULT_CAP
@@ -47,7 +47,9 @@ def below_budget(max_iterations: int, cap: int) -> bool:
     return cap != 0 and max_iterations + 2 > cap
 
 
-def _whole(value: object) -> int | None:
+def whole_number(value: object) -> int | None:
+    """A cap as Claude Code reads it: a whole number, usually written as a string; None
+    for anything else (a negative number, a boolean, other text)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

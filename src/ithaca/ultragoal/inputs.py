@@ -15,6 +15,7 @@ from typing import Any
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import invalid_field
+from ithaca.ultragoal.authority import HOOK_OPERATIONS, USER_OPERATIONS
 
 Checker = Callable[[Any, str], Any]
 TEXT_LIMIT = 20_000
@@ -127,25 +128,6 @@ OPERATIONS: dict[str, dict[str, tuple[Checker, bool]]] = {
     },
     "set_budget_limited": {},
 }
-READ_OPERATIONS = frozenset(
-    {
-        "get",
-        "status",
-        "get_review_result",
-        "serialize_review_context",
-        "serialize_requirements",
-        "list_others",
-    }
-)
-USER_OPERATIONS = frozenset(
-    {
-        "approve_review_dispatch_renewal",
-        "dismiss_review_finding",
-        "resume_pursuit",
-        "set_budget_limited",
-    }
-)
-HOOK_OPERATIONS = frozenset({"claim_review_dispatch"})
 AGENT_OPERATIONS = tuple(
     name for name in OPERATIONS if name not in USER_OPERATIONS | HOOK_OPERATIONS
 )

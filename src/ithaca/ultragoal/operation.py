@@ -27,9 +27,9 @@ T = TypeVar("T")
 CONTROL_CHARACTERS = {code: " " for code in (*range(0, 32), 127)}
 
 PHASE_WORDS = {
-    "PHASE_NOT_PLANNING": "only while planning",
-    "PHASE_NOT_PURSUING": "only while pursuing",
-    "PHASE_PLANNING": "not while planning",
+    "PHASE_NOT_PLANNING": "runs only while planning",
+    "PHASE_NOT_PURSUING": "runs only while pursuing",
+    "PHASE_PLANNING": "does not run while planning",
 }
 
 
@@ -144,7 +144,10 @@ def require_phase(row: Row, allowed: frozenset[str] | set[str], code: str) -> No
             {"phase": phase},
         )
     raise Refused(
-        code, f"this operation runs {PHASE_WORDS.get(code, 'in another phase')}", {"phase": phase}
+        code,
+        f"this operation {PHASE_WORDS.get(code, 'runs in another phase')}, and the pursuit is"
+        f" {phase}",
+        {"phase": phase},
     )
 
 

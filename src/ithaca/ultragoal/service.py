@@ -19,6 +19,7 @@ from ithaca.kernel.errors import NotFound, Refused
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 from ithaca.ultragoal import (
+    authority,
     contract,
     inputs,
     levers,
@@ -82,14 +83,14 @@ class UltragoalService:
         """Run one operation as ``actor``; relative evidence paths start at ``base_dir``
         (default: the project root)."""
         operation, session, fields = inputs.parse(arguments)
-        if operation in inputs.HOOK_OPERATIONS and actor != "hook":
+        if operation in authority.HOOK_OPERATIONS and actor != "hook":
             raise Refused(
                 "AUTHORITY_HOOK_ONLY",
                 "the PreToolUse hook claims review dispatches when a reviewer is started;"
                 " never call it yourself",
                 {"operation": operation},
             )
-        if operation in inputs.USER_OPERATIONS and actor not in ("user", "system"):
+        if operation in authority.USER_OPERATIONS and actor not in ("user", "system"):
             raise Refused(
                 "AUTHORITY_USER_ONLY",
                 f"only the user may run `ithaca ultragoal {operation.replace('_', '-')}`,"
@@ -107,7 +108,7 @@ class UltragoalService:
             inputs=fields,
         )
         ctx.resolve_session(session)
-        if operation in inputs.READ_OPERATIONS:
+        if operation in authority.READ_OPERATIONS:
             return self._read(ctx, operation)
         if operation == "claim_review_dispatch":
             return self.claim_review_dispatch(ctx.session_id)

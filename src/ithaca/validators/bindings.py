@@ -24,7 +24,7 @@ from typing import Any
 from ithaca.kernel import canon, clock, ids, journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound, invalid_field
-from ithaca.validators import runner, runtimes, snapshot
+from ithaca.validators import runtimes, snapshot
 
 _ORIGIN_KEYS = {"notebookId": "notebook_id", "cellId": "cell_id", "cellVersion": "cell_version"}
 _COLUMNS = (
@@ -125,6 +125,8 @@ def run(
     ``snapshotHash`` is the row's digest, empty when the row itself is gone); a runtime
     that differs from the bound one adds the diagnostic ``runtime_drift {bound, current}``.
     """
+    from ithaca.validators import runner  # the sandbox machinery, only when something runs
+
     row, bound, cause = _checked(conn, blobs, binding_id)
     digest = row["snapshot_digest"] if row else ""
     if bound is None:

@@ -1,0 +1,342 @@
+"""Demo scene: an Ultragoal pursuit, from the user's ``/ultragoal`` to ``complete``.
+
+The user's prompt seeds a pursuit; the agent plans two stories (one bound to a probe
+validator), relays the user's bulk approval and arms the loop. The Stop hook then keeps
+it working, a story's APPROVE waits for its validator, the hook claims the reviewer
+subagent's dispatch and hands it a nonce, the first review asks for changes, and after a
+repair a second review is clean. Every early ``request_complete`` is refused with the
+gates that failed; only the full sequence completes, and only then may the agent stop.
+Every call goes through the real hook process, the MCP server over stdio and the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+from ithaca.demo import Stage, expect, script
+from ithaca.demo.protocols_turn import decision
+
+SESSION = "demo-ultragoal-session"
+REVIEWER = "code-reviewer"
+TOOL = "mcp__ithaca__ultragoal"
+
+BUGGY = 'def slug(title):\n    return title.replace(" ", "-")\n'
+FIRST_FIX = 'def slug(title):\n    return "-".join(title.lower().split())\n'
+REPAIRED = (
+    "def slug(title):\n"
+    '    kept = "".join(c if c.isalnum() else " " for c in title.lower())\n'
+    '    return "-".join(kept.split())\n'
+)
+
+# Measures for itself: imports the project's slugs.py and checks several titles.
+PROBE_SLUGS = """\
+import os, sys
+from tb_validate import pass_, fail
+
+sys.path.insert(0, os.environ["ITHACA_PROJECT_ROOT"])
+from slugs import slug
+
+cases = {"Hello World": "hello-world", "  Many   Spaces ": "many-spaces", "one": "one"}
+wrong = {title: slug(title) for title, want in cases.items() if slug(title) != want}
+pass_("every title slugs correctly") if not wrong else fail("wrong slugs", wrong)
+"""
+
+OUTCOME = "slug(title) turns a title into a lowercase, hyphen-joined URL slug"
+SURFACE = "the probe validator passes and README.md documents slug()"
+STORY_SLUG = {
+    "id": "S1",
+    "story": "slug() lowercases and joins words with single hyphens",
+    "acceptance_criteria": ["slug('Hello World') == 'hello-world'", "runs of spaces collapse"],
+    "verification_surface": "probe_slugs.py passes",
+}
+STORY_DOCS = {
+    "id": "S2",
+    "story": "README.md documents slug()",
+    "acceptance_criteria": ["README.md shows one example call"],
+    "verification_surface": "README.md",
+}
+PUNCTUATION = {
+    "class": "correctness",
+    "verdict": "CONFIRMED",
+    "impact": "HIGH",
+    "priority": "HIGH",
+    "assessment": {
+        "unfixed_cost": "slug('Hello, World!') is 'hello,-world!', not a URL slug",
+        "exposure": "every title with punctuation",
+        "remedy": "treat every non-alphanumeric character as a separator",
+        "added_cost": "one line",
+        "rationale": "the outcome promises URL slugs",
+    },
+    "scope": "IN_SCOPE",
+    "scope_evidence": {
+        "basis": "requirement",
+        "reference": "outcome",
+        "rationale": "a URL slug holds no punctuation",
+    },
+    "ref": "slugs.py:2",
+}
+
+
+class Pursuit:
+    """The agent's and the reviewer's side of one session, over one MCP client."""
+
+    def __init__(self, stage: Stage, client: Any):
+        self.stage = stage
+        self.client = client
+        self.say = stage.say
+
+    async def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await self.client.call_tool(name, arguments)
+        expect(not result.is_error, f"{name}: {result.content}")
+        structured = result.structured_content
+        assert isinstance(structured, dict)
+        return structured
+
+    async def answer(self, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        result = await self.client.call_tool("ultragoal", {"session": SESSION, **arguments})
+        if result.is_error:
+            return False, json.loads(result.content[0].text)
+        structured = result.structured_content
+        assert isinstance(structured, dict)
+        return True, structured
+
+    async def call(self, operation: str, **fields: Any) -> dict[str, Any]:
+        done, value = await self.answer({"operation": operation, **fields})
+        expect(done, f"ultragoal {operation}: {value}")
+        return value
+
+    async def refused(self, operation: str, **fields: Any) -> dict[str, Any]:
+        done, value = await self.answer({"operation": operation, **fields})
+        expect(not done, f"ultragoal {operation} was not refused: {value}")
+        return value
+
+    async def complete_too_early(self, *expected: str) -> None:
+        """``request_complete`` refused; every ``expected`` code is among the failures."""
+        refusal = await self.refused("request_complete")
+        failed = refusal.get("details", {}).get("failed", [])
+        codes = {item["code"] for item in failed} | {refusal["code"]}
+        expect(set(expected) <= codes, f"request_complete refused with {refusal}")
+        gates = list(dict.fromkeys(f"{item['gate']}:{item['code']}" for item in failed))
+        listed = f"failed gates {', '.join(gates)}" if gates else refusal["code"]
+        self.say(f"agent> ultragoal request_complete -> REFUSED: {listed}")
+
+    def dispatch_reviewer(self) -> str:
+        """Start the reviewer subagent; the PreToolUse hook claims a dispatch and appends
+        its nonce to the prompt. Returns the nonce."""
+        task = {
+            "description": "Review the slug change",
+            "prompt": "Review the whole diff against the scope contract.",
+            "subagent_type": REVIEWER,
+        }
+        answer = self.stage.hook("PreToolUse", tool_name="Task", tool_input=task)
+        effect, reason = decision(answer)
+        prompt = answer.get("hookSpecificOutput", {}).get("updatedInput", {}).get("prompt", "")
+        expect(effect == "allow" and "nonce=" in prompt, f"dispatch not claimed: {reason}")
+        ticket = prompt.rsplit("\n", 1)[-1]
+        self.say(
+            f"agent> Task(subagent_type={REVIEWER})\n  PreToolUse -> allowed; prompt + {ticket}"
+        )
+        return ticket.rsplit("nonce=", 1)[1]
+
+    async def submit_review(self, nonce: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
+        """The reviewer reads the scope contract and submits its artifact; its call passes
+        the PreToolUse hook as the reviewer (which fills the session in)."""
+        context = await self.call("serialize_review_context")
+        sealed = context["project_context"].split("[SCOPE_CONTRACT]\n", 1)[1]
+        scope = json.loads(sealed.split("\n[/SCOPE_CONTRACT]", 1)[0])["scope_contract_sha256"]
+        artifact = {
+            "status": "COMPLETE",
+            "scope_contract_sha256": scope,
+            "findings": findings,
+            "reviewer": REVIEWER,
+            "at": "2025-01-01T00:00:00.000Z",
+        }
+        arguments = {"operation": "submit_review", "nonce": nonce, "artifact": artifact}
+        answer = self.stage.hook(
+            "PreToolUse", agent_type=REVIEWER, tool_name=TOOL, tool_input=arguments
+        )
+        effect, reason = decision(answer)
+        expect(effect == "allow", f"the reviewer's submit_review was denied: {reason}")
+        filled = answer.get("hookSpecificOutput", {}).get("updatedInput", arguments)
+        expect(filled.get("session") == SESSION, f"the hook did not fill the session: {answer}")
+        return await self.tool("ultragoal", filled)
+
+
+def play(stage: Stage) -> None:
+    asyncio.run(_play(dataclasses.replace(stage, session_id=SESSION)))
+
+
+async def _play(stage: Stage) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    say = stage.say
+    say("\n== Scene 4: an Ultragoal pursuit ==")
+    (stage.root / "slugs.py").write_text(BUGGY)
+    say("  slugs.py: slug() only swaps spaces for hyphens")
+    prompt = "/ultragoal make slug() produce real URL slugs"
+    say(f"\nuser> {prompt!r}   (a new session)")
+    context = stage.hook("UserPromptSubmit", prompt=prompt)["hookSpecificOutput"]
+    event_id = context["additionalContext"].split("event ", 1)[1].split(" ", 1)[0]
+
+    server = StdioServerParameters(
+        command=script("ithaca"), args=["--project", str(stage.root), "mcp"], env=stage.env()
+    )
+    async with Client(server) as client:
+        pursuit = Pursuit(stage, client)
+        await pursuit.tool("load_protocols", {"eventId": event_id})
+        say(f"agent> load_protocols {event_id}  (MCP over stdio)")
+        await _plan(pursuit)
+        await _stories(pursuit)
+        await _review(pursuit)
+        await _complete(pursuit)
+
+    status = stage.ithaca("ultragoal", "status", "--session", SESSION)
+    expect(status.stdout.strip() == "complete", f"status is not complete: {status.stdout}")
+    say(f"\n$ ithaca ultragoal status --session {SESSION}\n  complete")
+
+
+async def _plan(pursuit: Pursuit) -> None:
+    say, stage = pursuit.say, pursuit.stage
+    filled = stage.hook("PreToolUse", tool_name=TOOL, tool_input={"operation": "get"})
+    updated = filled.get("hookSpecificOutput", {}).get("updatedInput", {})
+    expect(updated.get("session") == SESSION, f"PreToolUse did not fill the session: {filled}")
+    state = (await pursuit.call("get"))["state"]
+    expect(state is not None and state["pristine"], f"the prompt did not seed a pursuit: {state}")
+    say(
+        f"agent> ultragoal get\n  PreToolUse -> session filled in ({SESSION}); "
+        "a pristine pursuit, seeded by the /ultragoal prompt"
+    )
+
+    notebook = await pursuit.tool("notebook", {"operation": "create", "title": "slugs"})
+    notebook_id = notebook["notebookId"]
+    cell = await pursuit.tool(
+        "notebook",
+        {
+            "operation": "add_cell",
+            "notebookId": notebook_id,
+            "filename": "probe_slugs.py",
+            "source": PROBE_SLUGS,
+            "mode": "probe",
+        },
+    )
+    probe = {"notebookId": notebook_id, "cellId": cell["cellId"]}
+    say("agent> notebook: probe_slugs.py (imports slugs.py and checks three titles itself)")
+
+    await pursuit.call("set", phase="planning", outcome=OUTCOME, verification_surface=SURFACE)
+    say(f"agent> ultragoal set phase=planning outcome={OUTCOME!r}")
+    stored = await pursuit.call(
+        "set_stories", stories=[{**STORY_SLUG, "validator": probe}, STORY_DOCS]
+    )
+    frozen = stored["stories"][0]["validator"]["snapshot_sha256"]
+    say(f"agent> ultragoal set_stories S1 (validator probe_slugs.py, frozen {frozen[:12]}…), S2")
+    await pursuit.complete_too_early("PHASE_PLANNING")
+    confirmed = await pursuit.call("confirm_all_stories")
+    expect(confirmed["confirmed"] == ["S1", "S2"], f"stories not confirmed: {confirmed}")
+    say("agent> ultragoal confirm_all_stories -> S1, S2 confirmed (relaying the user's approval)")
+    armed = await pursuit.call("set", phase="pursuing")
+    expect(armed["phase"] == "pursuing", f"not pursuing: {armed}")
+    say("agent> ultragoal set phase=pursuing -> pursuing")
+
+    stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Planned it.")
+    reason = stop.get("reason", "")
+    expect(stop.get("decision") == "block" and "[ULTRAGOAL 1/" in reason, f"Stop: {stop}")
+    lines = reason.splitlines()
+    say(f"agent> (ends its turn)\n  Stop -> BLOCK: {lines[0]}\n                 {lines[2]}")
+
+
+async def _stories(pursuit: Pursuit) -> None:
+    say, root = pursuit.say, pursuit.stage.root
+    await pursuit.complete_too_early("STORY_VERDICT_MISSING", "REVIEW_MISSING")
+    (root / "evidence").mkdir()
+    (root / "evidence" / "S1.txt").write_text("probe_slugs.py: every title slugs correctly\n")
+    verdict = {"verdict": "APPROVE", "evidence_refs": ["evidence/S1.txt"], "verifier": "probe"}
+    early = await pursuit.refused("record_story_verdict", id="S1", **verdict)
+    expect(early["code"] == "STORY_VALIDATOR_NOT_PASSED", f"approved unchecked: {early}")
+    say(f"agent> ultragoal record_story_verdict S1 APPROVE -> REFUSED: {early['code']}")
+
+    failing = await pursuit.call("run_story_validator", id="S1")
+    expect(failing["pass"] is False, f"the probe passed on the buggy slug(): {failing}")
+    say(f"agent> ultragoal run_story_validator S1 -> fail: {failing['reason']}")
+    (root / "slugs.py").write_text(FIRST_FIX)
+    passing = await pursuit.call("run_story_validator", id="S1")
+    expect(passing["pass"] is True, f"the probe failed on the fix: {passing}")
+    say(
+        "agent> (fixes slugs.py: lowercase, split on whitespace)\n"
+        f"agent> ultragoal run_story_validator S1 -> pass: {passing['reason']}"
+    )
+    approved = await pursuit.call("record_story_verdict", id="S1", **verdict)
+    expect(approved["validator_run_id"] == passing["run_id"], f"not bound to the run: {approved}")
+    say(
+        f"agent> ultragoal record_story_verdict S1 APPROVE -> accepted; "
+        f"current story {approved['current_story']['id']}"
+    )
+    (root / "README.md").write_text("# slugs\n\n    slug('Hello World')  # 'hello-world'\n")
+    docs = await pursuit.call(
+        "record_story_verdict",
+        id="S2",
+        verdict="APPROVE",
+        evidence_refs=["README.md"],
+        verifier="self-check",
+    )
+    expect(docs["current_story"] is None, f"a story is still pending: {docs}")
+    say(
+        "agent> (writes README.md) ultragoal record_story_verdict S2 APPROVE -> "
+        "every story approved"
+    )
+
+
+async def _review(pursuit: Pursuit) -> None:
+    say, stage = pursuit.say, pursuit.stage
+    await pursuit.complete_too_early("REVIEW_MISSING")
+    own = {"operation": "submit_review", "nonce": "made-up", "artifact": {}}
+    denied = decision(stage.hook("PreToolUse", tool_name=TOOL, tool_input=own))
+    expect(denied[0] == "deny" and "reviewer subagent" in denied[1], f"not denied: {denied}")
+    say(f"agent> ultragoal submit_review (reviewing itself)\n  PreToolUse -> DENY: {denied[1]}")
+
+    first = pursuit.dispatch_reviewer()
+    changes = await pursuit.submit_review(first, [PUNCTUATION])
+    expect(changes["verdict"] == "REQUEST_CHANGES", f"the HIGH finding was not blocking: {changes}")
+    say(
+        "reviewer> ultragoal submit_review (HIGH, in scope: slug('Hello, World!') keeps the "
+        f"punctuation) -> {changes['verdict']}, {len(changes['findings']['repair'])} to repair"
+    )
+    await pursuit.complete_too_early("REVIEW_NOT_ELIGIBLE")
+
+    (stage.root / "slugs.py").write_text(REPAIRED)
+    rerun = await pursuit.call("run_story_validator", id="S1")
+    expect(rerun["pass"] is True, f"the repair broke S1: {rerun}")
+    say("agent> (repairs slugs.py: punctuation separates words; probe_slugs.py still passes)")
+    second = pursuit.dispatch_reviewer()
+    expect(second != first, "the second dispatch reused the first nonce")
+    clean = await pursuit.submit_review(second, [])
+    expect(clean["verdict"] == "APPROVE", f"the clean review did not approve: {clean}")
+    state = (await pursuit.call("get"))["state"]
+    say(
+        f"reviewer> ultragoal submit_review (no findings) -> {clean['verdict']}; "
+        f"dispatches used {state['review_dispatch_used']}/{state['review_dispatch_cap']}"
+    )
+
+
+async def _complete(pursuit: Pursuit) -> None:
+    say, stage = pursuit.say, pursuit.stage
+    await pursuit.complete_too_early("COMPLETE_NO_EVIDENCE", "COMPLETE_VERDICT_NOT_APPROVE")
+    summary = stage.root / "evidence" / "summary.md"
+    summary.write_text("slug() lowercases, drops punctuation and joins words with hyphens.\n")
+    await pursuit.call("set", phase="pursuing", completion_evidence=["evidence/summary.md"])
+    say("agent> ultragoal set phase=pursuing completion_evidence=[evidence/summary.md]")
+    await pursuit.call("set_verdict", verdict="APPROVE")
+    say("agent> ultragoal set_verdict APPROVE")
+    done = await pursuit.call("request_complete")
+    expect(done.get("phase") == "complete", f"request_complete did not complete: {done}")
+    relayed = ", ".join(done["relayed_confirmations"])
+    say(
+        "agent> ultragoal request_complete -> phase complete; "
+        f"relayed approvals on record: {relayed}"
+    )
+    stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Done.")
+    expect(stop.get("decision") != "block", f"Stop still blocks after completion: {stop}")
+    say("agent> (ends its turn)\n  Stop -> allowed: the pursuit is complete")

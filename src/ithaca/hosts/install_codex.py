@@ -1,0 +1,467 @@
+"""Wire Ithaca into a Codex project, and take exactly that wiring back out.
+
+Codex reads a project's MCP servers from ``.codex/config.toml`` (``[mcp_servers.<name>]``)
+and its hooks from ``.codex/hooks.json``. The hooks file has Claude Code's layout, so it
+is merged with the Claude installer's helpers. The TOML file is the user's, and the
+standard library reads TOML but cannot write it, so the installer never rewrites it: it
+adds text only (Ithaca's server table at the end, and ``codex_hooks = true`` under
+``[features]`` when the user has not set that flag either way), checks with ``tomllib``
+that the result means exactly the old file plus those keys, and records each addition
+verbatim in the manifest. Uninstall takes back each addition that is still there as
+written and still means only that, so the rest of the file stays byte for byte.
+
+Ownership is decided by the manifest ``<state root>/.runtime/installs/codex.json``, as
+for Claude Code, which also lists the surfaces Codex offers less of than Claude Code
+(``DEGRADED``). Everything is read and checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ithaca.hosts import install_claude
+from ithaca.hosts.install_claude import (
+    SERVER_NAME_PATTERN,
+    HostEvent,
+    InstallReport,
+    _event_groups,
+    _invalid_settings,
+    _mcp_entry,
+    _object_at,
+    _place_hook,
+    _pretty,
+    _read_json_object,
+    _remove_listed_hooks,
+    _same_server,
+    _state_root,
+    _write,
+)
+from ithaca.kernel import clock
+from ithaca.kernel.canon import canonical, digest_excluding
+from ithaca.kernel.errors import Conflict, invalid_field
+from ithaca.kernel.files import remove_confined, resolve_confined
+from ithaca.kernel.project import RUNTIME_DIR_NAME
+
+HOST = "codex"
+CONFIG_RELPATH = ".codex/config.toml"
+HOOKS_RELPATH = ".codex/hooks.json"
+MANIFEST_RELPATH = f"{RUNTIME_DIR_NAME}/installs/{HOST}.json"
+FEATURE = "codex_hooks"  # ``hooks`` in recent Codex, which still reads this older name
+FEATURE_KEYS = (FEATURE, "hooks")
+
+# No matcher: every tool and every session source, in every Codex version.
+CODEX_EVENTS: tuple[HostEvent, ...] = (
+    HostEvent("SessionStart", None, 10),
+    HostEvent("UserPromptSubmit", None, 10),
+    HostEvent("PreToolUse", None, 5),
+    HostEvent("PostToolUse", None, 10),
+    HostEvent("PreCompact", None, 10),
+    HostEvent("Stop", None, 15),
+)
+
+DEGRADED: tuple[str, ...] = (
+    "trusted projects only: Codex loads .codex/config.toml and .codex/hooks.json only in a"
+    " project the user trusts, and recent versions run a hook only once the user has"
+    " reviewed and trusted it (again after its command changes)",
+    "failed hooks let the tool run: a hook that times out, exits non-zero other than 2 or"
+    " answers what Codex does not accept is ignored",
+    "no ask: Codex has no confirmation prompt, so a call a protocol asks about is denied"
+    " with an approval request",
+    "PreToolUse adds no context: the agent hears from a tool-call gate only through a denial",
+    "input rewrites only where Codex applies PreToolUse updatedInput: older versions run the"
+    " call unchanged, so an Ithaca MCP call that leaves out `session` takes it from"
+    " ITHACA_SESSION_ID or the single live session instead of the calling one",
+    "only the tools Codex sends to PreToolUse are gated: older versions send shell commands"
+    " and apply_patch only, and hosted tools (web search) never reach a hook",
+    "missing events: no SessionEnd (sessions are never marked ended; they lapse after 6 h"
+    " of silence), no PreCompact before the versions that have it",
+    "ITHACA_SESSION_ID is exported only where Codex provides CODEX_ENV_FILE; elsewhere the"
+    " CLI finds the session through CODEX_THREAD_ID",
+    "Stop sees no background work: running child threads are not probed and count as 0, so"
+    " waiting on subagents spends the pursuit's no-progress budget",
+    "no skills: Ithaca's skills are installed for Claude Code only",
+)
+
+
+def hook_command(event: str) -> str:
+    """The shell command Codex runs for ``event``: Claude Code's, addressed to Codex."""
+    argv = shlex.split(install_claude.hook_command(event))
+    argv[-2] = HOST  # ``… run() <host> <event>``
+    return shlex.join(argv)
+
+
+def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport:
+    """Add Ithaca's MCP server and hooks to the project's ``.codex/`` and record them."""
+    if not SERVER_NAME_PATTERN.fullmatch(server_name):
+        raise invalid_field(
+            "/serverName",
+            "INVALID_SERVER_NAME",
+            f"server name {server_name!r} must be 1-64 letters, digits, '_' or '-'",
+        )
+    root = Path(os.path.abspath(project_root))
+    state_root = _state_root(root)
+    previous = _read_manifest(state_root)
+    report = InstallReport()
+    config_before = _read_text(root, CONFIG_RELPATH)
+    config = _Toml(root / CONFIG_RELPATH, config_before)
+    entry = _mcp_entry()
+    _register_server(config, server_name, entry, previous, report)
+    hooks_off = _enable_hooks(config, previous, report)
+    if hooks_off:
+        report.notes.append(hooks_off)
+    degraded = [*DEGRADED, hooks_off] if hooks_off else list(DEGRADED)
+    hooks_document = _read_json_object(root, HOOKS_RELPATH)
+    hooks_created = hooks_document is None
+    settings = hooks_document or {}
+    settings_before = copy.deepcopy(settings)
+    installed = _place_hooks(settings, root / HOOKS_RELPATH, previous, report)
+
+    created = [
+        relpath
+        for relpath, absent in (
+            (CONFIG_RELPATH, config_before is None),
+            (HOOKS_RELPATH, hooks_created),
+        )
+        if absent or relpath in (previous or {}).get("createdFiles", [])
+    ]
+    manifest = {
+        "host": HOST,
+        "serverName": server_name,
+        "configPath": CONFIG_RELPATH,
+        "hooksPath": HOOKS_RELPATH,
+        "hooks": installed,
+        "mcpEntry": entry,
+        "configAdditions": config.additions,
+        "createdFiles": created,
+        "degraded": degraded,
+        "installedAt": clock.now(),
+    }
+    if config.text != (config_before or ""):
+        _write(root, CONFIG_RELPATH, config.text, report)
+    if settings != settings_before or hooks_created:
+        _write(root, HOOKS_RELPATH, _pretty(settings), report)
+    if previous is None or digest_excluding(previous, "installedAt") != digest_excluding(
+        manifest, "installedAt"
+    ):
+        _write(state_root, MANIFEST_RELPATH, canonical(manifest) + b"\n", report)
+    return report
+
+
+def uninstall(project_root: Path) -> InstallReport:
+    """Remove exactly what the manifest lists, then the manifest itself."""
+    root = Path(os.path.abspath(project_root))
+    state_root = _state_root(root)
+    manifest = _read_manifest(state_root)
+    report = InstallReport()
+    if manifest is None:
+        return report
+    created = manifest.get("createdFiles", [])
+    config_path, hooks_path = manifest["configPath"], manifest["hooksPath"]
+    config_before = _read_text(root, config_path)
+    settings = _read_json_object(root, hooks_path)
+    config = _Toml(root / config_path, config_before)
+    for addition in reversed(manifest["configAdditions"]):
+        config.take_back(addition, report)
+    hooks_changed = settings is not None and _remove_listed_hooks(
+        settings, manifest["hooks"], root / hooks_path, report
+    )
+    if config_before is not None and config.text != config_before:
+        empty = not config.text.strip()
+        _settle(root, config_path, config.text, empty=empty, created=created, report=report)
+    if settings is not None and hooks_changed:
+        text = _pretty(settings)
+        _settle(root, hooks_path, text, empty=not settings, created=created, report=report)
+    remove_confined(state_root, MANIFEST_RELPATH)
+    report.files.append(str(state_root / MANIFEST_RELPATH))
+    return report
+
+
+class _Toml:
+    """``config.toml`` as text and as what it means, changed only by checked additions."""
+
+    def __init__(self, path: Path, text: str | None):
+        self.path = path
+        self.text = text or ""
+        self.meaning = _parse(self.text, path)
+        self.additions: list[dict[str, Any]] = []
+
+    def get(self, key: list[str]) -> Any:
+        value: Any = self.meaning
+        for part in key:
+            if not isinstance(value, dict) or part not in value:
+                return None
+            value = value[part]
+        return value
+
+    def add(self, label: str, key: list[str], value: Any, at: int, anchor: str, text: str) -> bool:
+        """Insert ``text`` at offset ``at``, just after ``anchor``, if the file then means
+        exactly what it meant plus ``key = value``; False (and nothing changed) if not."""
+        changed = self.text[:at] + text + self.text[at:]
+        expected = _with(self.meaning, key, value)
+        if _normal(_parse_or_none(changed)) != _normal(expected):
+            return False
+        self.text, self.meaning = changed, expected
+        self.additions.append(
+            {"label": label, "key": key, "value": value, "anchor": anchor, "text": text}
+        )
+        return True
+
+    def append(self, label: str, key: list[str], value: Any, block: str) -> bool:
+        """Add ``block`` at the end of the file, after a blank line."""
+        separator = "" if not self.text else ("\n" if self.text.endswith("\n") else "\n\n")
+        return self.add(label, key, value, len(self.text), "", separator + block)
+
+    def keep(self, addition: dict[str, Any] | None) -> None:
+        """Carry an earlier install's addition forward when it is still as written."""
+        if addition is not None and self._without(addition) is not None:
+            self.additions.append(addition)
+
+    def take_back(self, addition: dict[str, Any], report: InstallReport) -> bool:
+        """Remove ``addition`` when it is still there and still means only its key."""
+        without = self._without(addition)
+        if without is None:
+            report.unchanged.append(addition["label"])
+            return False
+        self.text, self.meaning = without
+        report.removed.append(addition["label"])
+        return True
+
+    def _without(self, addition: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        anchor, text, key = addition["anchor"], addition["text"], addition["key"]
+        at = self.text.rfind(anchor + text)
+        if at < 0 or self.get(key) != addition["value"]:
+            return None
+        start = at + len(anchor)
+        remaining = self.text[:start] + self.text[start + len(text) :]
+        expected = _with(self.meaning, key, None)
+        if _normal(_parse_or_none(remaining)) != _normal(expected):
+            return None
+        return remaining, expected
+
+
+def _register_server(
+    config: _Toml,
+    server_name: str,
+    entry: dict[str, Any],
+    previous: dict[str, Any] | None,
+    report: InstallReport,
+) -> None:
+    """Add Ithaca's server table, replacing only a table an earlier install added."""
+    servers = config.get(["mcp_servers"])
+    if servers is not None and not isinstance(servers, dict):
+        raise _invalid_settings(config.path, "mcp_servers is not a table")
+    key = ["mcp_servers", server_name]
+    label = f"mcp server {server_name}"
+    earlier = _addition(previous, "mcp_servers")
+    if earlier is not None and earlier["key"] != key:
+        config.take_back(earlier, report)  # the server was renamed
+        earlier = None
+    current = config.get(key)
+    if _same_server(current, entry):
+        config.keep(earlier)
+        report.unchanged.append(label)
+        return
+    if current is not None and not (
+        earlier is not None and earlier["value"] == current and config.take_back(earlier, report)
+    ):
+        # Another program's server, or Ithaca's old table edited since: the user decides.
+        raise Conflict(
+            "MCP_SERVER_NAME_TAKEN",
+            f"{config.path} already registers a different MCP server as {server_name!r}; "
+            "choose another server name",
+            {"path": str(config.path), "serverName": server_name},
+        )
+    if not config.append(label, key, entry, _server_table(server_name, entry)):
+        raise _invalid_settings(config.path, f"{label} could not be added as a table of its own")
+    report.added.append(label)
+
+
+def _enable_hooks(config: _Toml, previous: dict[str, Any] | None, report: InstallReport) -> str:
+    """Set ``[features] codex_hooks = true`` unless the user chose either way.
+
+    Returns a degraded surface to record, or "" when hooks are on (or left to Codex's own
+    default, which recent versions turn on).
+    """
+    label = f"feature {FEATURE}"
+    features = config.get(["features"])
+    if features is not None and not isinstance(features, dict):
+        raise _invalid_settings(config.path, "features is not a table")
+    features = features or {}
+    chosen = {name: features[name] for name in FEATURE_KEYS if name in features}
+    if chosen:
+        config.keep(_addition(previous, "features"))
+        report.unchanged.append(label)
+        off = [name for name, value in chosen.items() if value is False]
+        return f"hooks are switched off ([features] {off[0]} = false)" if off else ""
+    key = ["features", FEATURE]
+    line = f"{FEATURE} = true\n"
+    placed = any(
+        config.add(label, key, True, end, header, line if header.endswith("\n") else "\n" + line)
+        for header, end in _table_headers(config.text, "features")
+    ) or config.append(label, key, True, f"[features]\n{line}")
+    if not placed:
+        report.unchanged.append(label)
+        return f"{FEATURE} not set: features is defined in a form a line cannot be added to"
+    report.added.append(label)
+    return ""
+
+
+def _place_hooks(
+    settings: dict[str, Any], path: Path, previous: dict[str, Any] | None, report: InstallReport
+) -> list[dict[str, Any]]:
+    """Put each of Ithaca's hooks in ``settings`` (in memory); returns the manifest's list."""
+    hooks = _object_at(settings, "hooks", path, create=True)
+    installed = []
+    for spec in CODEX_EVENTS:
+        command = hook_command(spec.event)
+        groups = _event_groups(hooks, spec.event, path, create=True)
+        assert groups is not None  # created when missing
+        listed = {
+            item["command"]
+            for item in (previous or {}).get("hooks", [])
+            if item["event"] == spec.event
+        }
+        _place_hook(groups, spec, command, listed, report)
+        installed.append(
+            {
+                "event": spec.event,
+                "matcher": spec.matcher,
+                "command": command,
+                "timeout": spec.timeout,
+            }
+        )
+    return installed
+
+
+def _settle(
+    root: Path,
+    relpath: str,
+    text: str,
+    *,
+    empty: bool,
+    created: list[str],
+    report: InstallReport,
+) -> None:
+    """Write what uninstall left of a file, or remove the file (and a folder left empty)
+    when install created it and nothing else is in it now."""
+    if empty and relpath in created:
+        remove_confined(root, relpath)
+        report.files.append(str(root / relpath))
+        folder = (root / relpath).parent
+        if folder != root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    else:
+        _write(root, relpath, text, report)
+
+
+def _server_table(server_name: str, entry: dict[str, Any]) -> str:
+    """``[mcp_servers.<name>]`` as TOML text (a JSON string is a TOML basic string)."""
+    args = ", ".join(json.dumps(arg, ensure_ascii=False) for arg in entry["args"])
+    command = json.dumps(entry["command"], ensure_ascii=False)
+    return f"[mcp_servers.{server_name}]\ncommand = {command}\nargs = [{args}]\n"
+
+
+def _table_headers(text: str, name: str) -> Iterator[tuple[str, int]]:
+    """Each line that reads as the ``[name]`` header, with the offset just past it; a line
+    inside a multi-line string may read so too, which the caller's check rules out."""
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        offset += len(line)
+        code = line.split("#", 1)[0].strip()
+        is_table = code.startswith("[") and not code.startswith("[[") and code.endswith("]")
+        if is_table and code[1:-1].strip() == name:
+            yield line, offset
+
+
+def _addition(manifest: dict[str, Any] | None, table: str) -> dict[str, Any] | None:
+    """The addition an earlier install made to ``table``, if any."""
+    additions = (manifest or {}).get("configAdditions", [])
+    return next((item for item in additions if item["key"][0] == table), None)
+
+
+def _with(meaning: dict[str, Any], key: list[str], value: Any) -> dict[str, Any]:
+    """A copy of ``meaning`` with ``key`` set to ``value`` (removed when None)."""
+    changed = copy.deepcopy(meaning)
+    table = changed
+    for part in key[:-1]:
+        table = table.setdefault(part, {})
+    if value is None:
+        table.pop(key[-1], None)
+    else:
+        table[key[-1]] = value
+    return changed
+
+
+def _normal(value: Any) -> Any:
+    """``value`` without empty tables: a file that loses its only server loses the table."""
+    if not isinstance(value, dict):
+        return value
+    kept = {key: _normal(item) for key, item in value.items()}
+    return {key: item for key, item in kept.items() if item != {}}
+
+
+def _parse(text: str, path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _invalid_settings(path, f"the file is not valid TOML ({exc})") from exc
+
+
+def _parse_or_none(text: str) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+def _read_text(root: Path, relpath: str) -> str | None:
+    resolve_confined(root, relpath)
+    try:
+        return (root / relpath).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise _invalid_settings(root / relpath, "the file is not UTF-8 text") from exc
+
+
+def _read_manifest(state_root: Path) -> dict[str, Any] | None:
+    manifest = _read_json_object(state_root, MANIFEST_RELPATH)
+    if manifest is None:
+        return None
+    hooks, additions = manifest.get("hooks"), manifest.get("configAdditions")
+    well_formed = (
+        isinstance(manifest.get("serverName"), str)
+        and isinstance(manifest.get("configPath"), str)
+        and isinstance(manifest.get("hooksPath"), str)
+        and isinstance(manifest.get("mcpEntry"), dict)
+        and isinstance(hooks, list)
+        and all(
+            isinstance(item, dict)
+            and isinstance(item.get("event"), str)
+            and isinstance(item.get("command"), str)
+            for item in hooks
+        )
+        and isinstance(additions, list)
+        and all(
+            isinstance(item, dict)
+            and isinstance(item.get("label"), str)
+            and isinstance(item.get("key"), list)
+            and len(item["key"]) == 2
+            and isinstance(item.get("anchor"), str)
+            and isinstance(item.get("text"), str)
+            for item in additions
+        )
+    )
+    if not well_formed:
+        raise _invalid_settings(
+            state_root / MANIFEST_RELPATH,
+            "the install manifest lacks a field or has the wrong shape",
+        )
+    return manifest

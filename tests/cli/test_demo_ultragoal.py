@@ -1,0 +1,79 @@
+"""``ithaca demo``'s Ultragoal scene, played through the real hook process, MCP server
+and CLI in a throwaway project, and its place among the demo's scenes."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from ithaca import demo
+from ithaca.demo import DemoFailure, Stage, ultragoal_pursuit
+
+SCENES = ("protocols_turn", "debugging_session", "delivery_run", "ultragoal_pursuit")
+
+
+def test_the_ultragoal_scene_refuses_every_shortcut_and_then_completes(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    said: list[str] = []
+    home = tmp_path / "home"
+    home.mkdir()
+    ultragoal_pursuit.play(Stage(root=project_dir, home=home, say=said.append))
+    shown = "\n".join(said)
+
+    assert "Stop -> BLOCK: [ULTRAGOAL 1/10" in shown
+    assert "Current story S1" in shown
+    assert "confirm_all_stories -> S1, S2 confirmed (relaying the user's approval)" in shown
+    assert "record_story_verdict S1 APPROVE -> REFUSED: STORY_VALIDATOR_NOT_PASSED" in shown
+    assert "run_story_validator S1 -> fail: wrong slugs" in shown
+    assert "run_story_validator S1 -> pass: every title slugs correctly" in shown
+    assert "PreToolUse -> DENY: Ultragoal: submit-review and review-ticket" in shown
+    assert shown.count("prompt + ULTRAGOAL_REVIEW session=demo-ultragoal-session nonce=") == 2
+    assert "-> REQUEST_CHANGES, 1 to repair" in shown
+    assert "(no findings) -> APPROVE; dispatches used 2/5" in shown
+
+    refusals = [line for line in said if "request_complete -> REFUSED: " in line]
+    assert len(refusals) == 5
+    assert refusals[0].endswith("REFUSED: PHASE_PLANNING")
+    assert "6:STORY_VALIDATOR_NOT_PASSED" in refusals[1] and "7:REVIEW_MISSING" in refusals[1]
+    assert "7:REVIEW_MISSING" in refusals[2] and "6:" not in refusals[2]
+    assert "7:REVIEW_NOT_ELIGIBLE" in refusals[3]
+    assert "1:COMPLETE_VERDICT_NOT_APPROVE" in refusals[4] and "7:" not in refusals[4]
+
+    assert "request_complete -> phase complete" in shown
+    assert "Stop -> allowed: the pursuit is complete" in shown
+    assert said[-1].endswith("complete")
+
+
+def test_the_demo_plays_the_ultragoal_scene_last_and_reports_completion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    played: list[str] = []
+    for scene in SCENES:
+        module = importlib.import_module(f"ithaca.demo.{scene}")
+        monkeypatch.setattr(module, "play", lambda stage, name=scene: played.append(name))
+    said: list[str] = []
+
+    assert demo.run(said.append) == 0
+    assert played == list(SCENES)
+    assert said[-1].startswith("\nDemo complete")
+
+
+def test_a_scene_that_sees_a_broken_promise_fails_the_demo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def played(stage: Stage) -> None:
+        return None
+
+    def broken(stage: Stage) -> None:
+        raise DemoFailure("request_complete did not complete")
+
+    for scene in SCENES[:-1]:
+        monkeypatch.setattr(importlib.import_module(f"ithaca.demo.{scene}"), "play", played)
+    monkeypatch.setattr(ultragoal_pursuit, "play", broken)
+    said: list[str] = []
+
+    assert demo.run(said.append) == 1
+    assert said[-1] == "\nDEMO FAILED: request_complete did not complete"
