@@ -18,9 +18,22 @@ from ithaca.hosts.install_claude import hook_command
 HEAVY = ("pydantic", "mcp", "click", "rich", "typer", "httpx", "starlette", "anyio", "rfc8785")
 # Standard modules that each cost milliseconds of every hook call on a slow machine: ``re``
 # (with ``enum`` and its compiler) through ``json``, ``shlex`` and ``fnmatch``; ``datetime``
-# through the ``sqlite3`` package; ``importlib``. Hooks use ``_json``, ``_sqlite3`` and
-# string methods instead.
-SLOW = ("json", "re", "enum", "sqlite3", "datetime", "shlex", "fnmatch", "importlib")
+# through the ``sqlite3`` package; ``importlib``; ``functools`` with ``collections`` and
+# ``types`` through ``_sqlite3`` and ``namedtuple``. Hooks use ``_json``, ``_sqlite3`` (with
+# a stand-in ``functools``), ``kernel.tuples`` and string methods instead.
+SLOW = (
+    "json",
+    "re",
+    "enum",
+    "sqlite3",
+    "datetime",
+    "shlex",
+    "fnmatch",
+    "importlib",
+    "functools",
+    "collections",
+    "types",
+)
 
 
 def _hook_modules() -> list[str]:
@@ -128,6 +141,8 @@ def governed_project(project_dir: Path) -> Path:
         ("UserPromptSubmit", None),
         ("PreToolUse", {"tool_name": "Edit", "tool_input": {"file_path": "src/app.py"}}),
         ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git status && ls"}}),
+        ("PreToolUse", {"tool_name": "Task", "tool_input": {"subagent_type": "code-reviewer"}}),
+        ("Stop", {"stop_hook_active": False}),
     ],
 )
 def test_a_hook_call_imports_none_of_the_slow_standard_modules(governed_project, event, tool):

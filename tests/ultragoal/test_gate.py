@@ -12,7 +12,7 @@ import pytest
 
 from ithaca import open_project
 from ithaca.hosts import dispatch
-from ithaca.ultragoal import gate, hooks, marker
+from ithaca.ultragoal import gate, marker, session_hooks, stop_gate
 
 SESSION = "sess-a"
 
@@ -113,7 +113,7 @@ def codex_stop(root: Path, **fields: Any) -> dict[str, Any]:
 def test_codex_waits_for_background_work_twenty_times_then_counts(ug, project_dir):
     ug.pursue()
     running = [{"id": "child-1", "status": "running"}]
-    for _ in range(hooks.CODEX_WAIT_LIMIT):
+    for _ in range(stop_gate.CODEX_WAIT_LIMIT):
         answer = codex_stop(project_dir, background_tasks=running)
         assert answer["decision"] == "block" and "does not count" in answer["reason"]
     assert (ug.row()["iteration"], ug.row()["background_waits"]) == (0, 20)
@@ -229,7 +229,7 @@ def test_a_typed_invocation_seeds_and_reports_an_active_pursuit(ug, project_dir)
     ],
 )
 def test_user_invocation_matches_the_reference_pattern(prompt, typed):
-    assert hooks.is_user_invocation(prompt) is typed
+    assert session_hooks.is_user_invocation(prompt) is typed
 
 
 @pytest.mark.parametrize(
@@ -237,7 +237,7 @@ def test_user_invocation_matches_the_reference_pattern(prompt, typed):
     [("$ultragoal ship it", True), (" $ultragoal", True), ("$ultragoals", False), ("/x", False)],
 )
 def test_codex_invocations_use_the_dollar_sigil(prompt, typed):
-    assert hooks.is_user_invocation(prompt, "codex") is typed
+    assert session_hooks.is_user_invocation(prompt, "codex") is typed
 
 
 def test_a_slash_command_the_user_expands_seeds_but_an_mcp_prompt_does_not(ug, project_dir):
@@ -338,7 +338,8 @@ def test_review_operations_are_the_reviewers_only(ug, project_dir, admitted):
 
 def test_importing_the_gate_loads_no_third_party_or_service_module():
     probe = (
-        "import sys, json\nimport ithaca.ultragoal.gate, ithaca.ultragoal.hooks\n"
+        "import sys, json\nimport ithaca.ultragoal.gate, ithaca.ultragoal.stop_gate\n"
+        "import ithaca.ultragoal.session_hooks, ithaca.ultragoal.tool_hooks\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

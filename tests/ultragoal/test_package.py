@@ -20,6 +20,10 @@ HOOK_MODULES = (
     "ithaca.ultragoal.marker",
     "ithaca.ultragoal.hostcap",
     "ithaca.ultragoal.authority",
+    "ithaca.ultragoal.prompts",
+    "ithaca.ultragoal.stop_gate",
+    "ithaca.ultragoal.session_hooks",
+    "ithaca.ultragoal.tool_hooks",
 )
 HEAVY = ("pydantic", "mcp", "click", "rich", "ithaca.validators.runner", "json", "re")
 

@@ -9,7 +9,12 @@ to create.
 
 from __future__ import annotations
 
-from collections import namedtuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections import namedtuple
+else:
+    from ithaca.kernel.tuples import namedtuple
+
 
 TOOL_CLASSES = ("edit", "shell", "delegate", "read", "web", "mcp", "other", "ithaca")
 # Shell builtins whose operands may be assignments: `export D=.ithaca`.

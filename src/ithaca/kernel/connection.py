@@ -23,9 +23,60 @@ if TYPE_CHECKING:
     import os
     import sqlite3
     import sqlite3 as sqlite
-else:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+
+def _import_sqlite() -> ModuleType:
+    """``_sqlite3``, without the ``functools`` import its initialisation makes.
+
+    The C module imports ``functools`` only to take ``lru_cache`` for its statement
+    caches, and ``functools`` brings ``collections``, ``types``, ``operator`` and more:
+    about 7 ms of every hook process on a slow machine, a third of a bare interpreter
+    start. While ``functools`` is not loaded, the import sees a stand-in whose
+    ``lru_cache`` builds the very C cache ``functools.lru_cache`` builds; the stand-in is
+    removed at once, so a later ``import functools`` loads the real module.
+    """
+    import sys
+
+    if "functools" in sys.modules:
+        import _sqlite3
+
+        return _sqlite3
+    stand_in = type(sys)("functools")
+    stand_in.lru_cache = _lru_cache  # type: ignore[attr-defined]
+    sys.modules["functools"] = stand_in
     try:
-        import _sqlite3 as sqlite
+        import _sqlite3
+    finally:
+        if sys.modules.get("functools") is stand_in:
+            del sys.modules["functools"]
+    return _sqlite3
+
+
+def _lru_cache(maxsize: int | None = 128, typed: bool = False) -> Callable[[Any], Any]:
+    """``functools.lru_cache`` without ``update_wrapper``: the same C wrapper."""
+    from _functools import _lru_cache_wrapper
+
+    def decorate(function: Any) -> Any:
+        return _lru_cache_wrapper(function, maxsize, typed, _CacheInfo)
+
+    return decorate
+
+
+class _CacheInfo(tuple):  # type: ignore[type-arg]
+    """What ``cache_info()`` returns: (hits, misses, maxsize, currsize)."""
+
+    __slots__ = ()
+
+    def __new__(cls, *values: Any) -> _CacheInfo:
+        return tuple.__new__(cls, values)
+
+
+if not TYPE_CHECKING:
+    try:
+        sqlite = _import_sqlite()
     except ImportError:  # pragma: no cover - built together with the package
         import sqlite3 as sqlite
     if not hasattr(sqlite, "connect"):  # pragma: no cover - a release that moved it

@@ -8,15 +8,16 @@ journal explains every state and an edit made behind Ithaca's back breaks the ch
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 from ithaca.kernel import canon, clock, lightjson
 from ithaca.kernel.errors import InvalidInput
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections import namedtuple
     from typing import Any
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 GENESIS = "0" * 64
 ACTORS = ("agent", "hook", "user", "system")

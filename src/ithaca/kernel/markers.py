@@ -8,9 +8,13 @@ markers and the first real prompt line.
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 from ithaca.kernel.errors import InvalidInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections import namedtuple
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 MARKER_KEYS = ("workflow", "task")
 

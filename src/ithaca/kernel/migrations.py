@@ -7,7 +7,11 @@ an entry, once released, never changes.
 
 from __future__ import annotations
 
-from collections import namedtuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections import namedtuple
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 
 class Migration(namedtuple("Migration", "version name sql_ref")):

@@ -11,7 +11,12 @@ of a hook's start-up.
 from __future__ import annotations
 
 import os
-from collections import namedtuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections import namedtuple
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 STATE_DIR_NAME = ".ithaca"
 RUNTIME_DIR_NAME = ".runtime"

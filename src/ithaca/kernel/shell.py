@@ -21,7 +21,6 @@ Each helper names the pattern it implements.
 from __future__ import annotations
 
 import posixpath
-from collections import namedtuple
 
 from ithaca.kernel import shellwords
 from ithaca.kernel.authority import command_kind
@@ -29,7 +28,10 @@ from ithaca.kernel.call import SimpleCommand
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections import namedtuple
     from collections.abc import Callable
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 MAX_DEPTH = 4
 

@@ -10,15 +10,16 @@ widening a rule.
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 from ithaca.kernel import states
 from ithaca.protocols import matcher, reconcile, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections import namedtuple
     from typing import Any
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 
 class Compiled(namedtuple("Compiled", "revision index")):

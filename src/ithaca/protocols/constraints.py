@@ -22,9 +22,6 @@ than an extra prompt:
 
 from __future__ import annotations
 
-from collections import namedtuple
-from functools import lru_cache
-
 from ithaca.kernel.call import Call, SimpleCommand
 from ithaca.kernel.errors import InvalidInput
 from ithaca.kernel.globmatch import fnmatchcase
@@ -32,8 +29,13 @@ from ithaca.kernel.shellwords import split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections import namedtuple
     from collections.abc import Callable, Iterable, Sequence
-    from typing import Any
+    from typing import Any, TypeVar
+
+    Result = TypeVar("Result")
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 _GLOB_CHARS = frozenset("*?[{")
 _SHELL_DECIDED_CHARS = ("$", "`")
@@ -44,6 +46,9 @@ _VERBS = {
     "approval": "needs the user's approval",
 }
 _SEVERITY = {"allow": 0, "ask": 1, "approval": 2, "deny": 3}
+
+
+MEMO_SIZE = 1024
 
 
 class Fired(namedtuple("Fired", "protocol_id index kind effect reason_code reason")):
@@ -67,7 +72,23 @@ def _basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
-@lru_cache(maxsize=1024)
+def _memoised(function: Callable[[str], Result]) -> Callable[[str], Result]:
+    """Remember up to ``MEMO_SIZE`` results by argument (``functools.lru_cache`` without
+    ``functools``, which hook processes otherwise never load). Errors are not kept."""
+    cache: dict[str, Result] = {}
+
+    def cached(key: str) -> Result:
+        if key in cache:
+            return cache[key]
+        found = function(key)
+        if len(cache) < MEMO_SIZE:
+            cache[key] = found
+        return found
+
+    return cached
+
+
+@_memoised
 def parse_command_pattern(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Split a command pattern into its positional prefix and its option globs.
 
@@ -121,7 +142,7 @@ def _segments(path: str) -> list[str]:
     return [s for s in path.split("/") if s not in ("", ".")]
 
 
-@lru_cache(maxsize=1024)
+@_memoised
 def _pattern_segments(pattern: str) -> tuple[bool, tuple[str, ...]]:
     """(absolute, segments) of a path pattern; a basename pattern becomes ``**/name``."""
     if "/" not in pattern:

@@ -8,7 +8,7 @@ triggers refuse UPDATE and DELETE), and only a digest and length of the prompt a
 
 from __future__ import annotations
 
-from collections import namedtuple
+import os
 
 from ithaca.kernel import canon, clock, ids, journal, lightjson
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound
@@ -18,7 +18,10 @@ from ithaca.protocols import validate
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections import namedtuple
     from typing import Any
+else:
+    from ithaca.kernel.tuples import namedtuple
 
 HOST_CONNECTORS = {"claude": "claude-code", "codex": "codex", "opencode": "opencode"}
 COLUMNS = (
@@ -54,11 +57,22 @@ def actor_id(config: dict[str, Any]) -> str:
     configured = config.get("user_id")
     if configured:
         return str(configured)
-    import getpass  # only when no user_id is configured: it pulls in contextlib and warnings
+    return login_name()
 
+
+def login_name() -> str:
+    """``getpass.getuser()``'s answer without ``getpass``, which loads ``contextlib``,
+    ``warnings`` and ``termios`` into a hook: the login variables, else the password
+    entry of the real user id, else ``unknown``."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        value = os.environ.get(name)
+        if value:
+            return value
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):
+        import pwd
+
+        return pwd.getpwuid(os.getuid())[0]
+    except (ImportError, KeyError, OSError):
         return "unknown"
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from ithaca.kernel.authority import command_words
 from ithaca.kernel.call import DECLARATIONS, command_text
 from ithaca.kernel.gates import ABSTAIN, Opinion
-from ithaca.ultragoal import prompts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,8 +108,10 @@ def _reviewer_only(ctx: GateContext) -> Opinion:
     reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
     if ctx.host == "codex" or ctx.payload.get("agent_type") == reviewer:
         return ABSTAIN
+    from ithaca.ultragoal.prompts import not_reviewer
+
     return Opinion(
-        "deny", "REVIEW_SUBMITTER_NOT_REVIEWER", prompts.not_reviewer(reviewer), gate="ultragoal"
+        "deny", "REVIEW_SUBMITTER_NOT_REVIEWER", not_reviewer(reviewer), gate="ultragoal"
     )
 
 

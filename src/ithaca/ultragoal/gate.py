@@ -1,11 +1,11 @@
 """Ultragoal's gate: which hook calls concern a pursuit, and the state predicates.
 
 Most tool calls have nothing to do with Ultragoal, and PreToolUse runs on every one of
-them, so this front decides relevance with the call alone and loads the hook logic
-(``ultragoal.hooks``: the Stop gate, seeding, re-injection, review-dispatch claims) only
-for the calls that need it: Stop, session starts and prompts, the Skill and delegation
-tools, and Ultragoal's own operations. It imports only the standard library and the
-kernel.
+them, so this front decides relevance with the call alone and loads only the logic a call
+needs: the Stop gate (``stop_gate``), seeding and re-injection at session starts and
+prompts (``session_hooks``), the Skill seed and review-dispatch claim (``tool_hooks``),
+and the Bash guard for Ultragoal's own operations (``authority``). It imports only the
+standard library and the kernel.
 """
 
 from __future__ import annotations
@@ -32,23 +32,34 @@ _STATE = (
 
 
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
-    if not _concerns_ultragoal(call, ctx):
+    if ctx.event == "Stop":
+        from ithaca.ultragoal import stop_gate
+
+        return stop_gate.decide(call, ctx)
+    if ctx.event != "PreToolUse" or not _concerns_ultragoal(call, ctx):
         return ABSTAIN
-    if call is not None and call.tool not in RELEVANT_TOOLS:
-        from ithaca.ultragoal import authority  # the Bash guard and the reviewer-only check
+    assert call is not None
+    if call.tool in RELEVANT_TOOLS or not (ctx.project and ctx.session_id):
+        return ABSTAIN  # the seed and the claim happen in commit
+    from ithaca.ultragoal import authority  # the Bash guard and the reviewer-only check
 
-        return authority.tool_opinion(call, ctx) if ctx.project and ctx.session_id else ABSTAIN
-    from ithaca.ultragoal import hooks
-
-    return hooks.decide(call, ctx)
+    return authority.tool_opinion(call, ctx)
 
 
 def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
-    if not _concerns_ultragoal(call, ctx) or (call is not None and call.tool not in RELEVANT_TOOLS):
-        return None  # only a Skill call (seed) or the reviewer's start (claim) writes
-    from ithaca.ultragoal import hooks
+    if ctx.event == "Stop":
+        from ithaca.ultragoal import stop_gate
 
-    return hooks.commit(call, final, ctx)
+        return stop_gate.commit(call, final, ctx)
+    if ctx.event != "PreToolUse":
+        from ithaca.ultragoal import session_hooks
+
+        return session_hooks.commit(call, final, ctx)
+    if call is None or call.tool not in RELEVANT_TOOLS:
+        return None  # only a Skill call (seed) or the reviewer's start (claim) writes
+    from ithaca.ultragoal import tool_hooks
+
+    return tool_hooks.commit(call, final, ctx)
 
 
 def is_active(conn: sqlite3.Connection | None, scope: str | None) -> bool:
@@ -71,8 +82,7 @@ def _state(conn: sqlite3.Connection | None, scope: str | None) -> tuple[object, 
 
 
 def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:
-    if ctx.event != "PreToolUse":
-        return True
+    """Whether a PreToolUse call can touch a pursuit, judged from the call alone."""
     if call is None:
         return False
     if call.tool in RELEVANT_TOOLS:

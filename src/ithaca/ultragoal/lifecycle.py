@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ithaca.kernel import canon, ids, journal
-from ithaca.ultragoal import marker, records, reducer
+from ithaca.ultragoal import marker, records
 from ithaca.ultragoal.ttl import COMPLETE_TTL_S, LIVE_TTL_S, elapsed_s
 
 TYPE_CHECKING = False
@@ -100,14 +100,13 @@ def claim_review_dispatch(
     ]
     if pending:
         return {**_claim("stories_pending", used, cap), "ids": pending}
-    result = reducer.reduce(
-        row,
-        stories,
-        records.review(conn, session_id),
-        records.dismissals(conn, session_id),
-    )
-    if result.get("reason") is None and result["verdict"] in ("APPROVE", "COMMENT"):
-        return _claim("completion_eligible", used, cap)
+    review = records.review(conn, session_id)
+    if review is not None:  # without one nothing can be eligible: no reducer to load
+        from ithaca.ultragoal import reducer
+
+        result = reducer.reduce(row, stories, review, records.dismissals(conn, session_id))
+        if result.get("reason") is None and result["verdict"] in ("APPROVE", "COMMENT"):
+            return _claim("completion_eligible", used, cap)
     if used >= cap:
         return {**_claim("budget_exhausted", used, cap), "renewal_command": RENEWAL_COMMAND}
     nonce = os.urandom(16).hex()

@@ -200,7 +200,12 @@ def is_pristine(row: Row) -> bool:
 
 
 def state_digest(conn: sqlite3.Connection, session_id: str) -> str:
-    """The digest of everything stored for the session (a refusal leaves it unchanged)."""
+    """The digest of everything stored for the session (a refusal leaves it unchanged).
+
+    Every transition records it in its event, so it is computed on hook paths too; the
+    rows are plain SQL values in a fixed order, so CPython's C JSON encoder gives a stable
+    text at a fraction of the canonical encoder's cost. The digest is only ever compared
+    with another one computed here."""
     tables = {
         "pursuit": "SELECT * FROM ultragoal_pursuit WHERE session_id = ?",
         "stories": "SELECT * FROM ultragoal_story WHERE session_id = ? ORDER BY position",
@@ -218,7 +223,8 @@ def state_digest(conn: sqlite3.Connection, session_id: str) -> str:
         name: [list(row) for row in conn.execute(sql, (session_id,)).fetchall()]
         for name, sql in tables.items()
     }
-    return canon.digest(value)
+    text = lightjson.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return canon.digest_bytes(text.encode("utf-8"))
 
 
 # --- writing ----------------------------------------------------------------------------

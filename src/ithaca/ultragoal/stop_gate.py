@@ -1,19 +1,16 @@
-"""Ultragoal inside host hooks (reference §6): the Stop gate, seeding, re-injection, the
-review-dispatch claim and the reviewer-only operations.
+"""Ultragoal's Stop gate (reference §6.2, §6.6): a pursuing agent may not simply stop.
 
-While a session's pursuit is ``pursuing`` the agent may not simply stop: the Stop gate
-blocks and hands the objective and the current story back, unless the agent yields to
-the user (``<awaiting-user/>``), background work is still running, or the no-progress
-budget runs out, in which case the pursuit is paused (``budget_limited``) and blocked
-once more to say so. Progress is observed (commits, story statuses, evidence, validator
-passes), never claimed. Every failure leans toward "keep pursuing": an error evaluating a
-pursuing session blocks (up to ``stop_error_block_max`` times in a row) and nothing on
-any path here can write ``complete``.
+While a session's pursuit is ``pursuing`` the gate blocks and hands the objective and the
+current story back, unless the agent yields to the user (``<awaiting-user/>``), background
+work is still running, or the no-progress budget runs out, in which case the pursuit is
+paused (``budget_limited``) and blocked once more to say so. Progress is observed
+(commits, story statuses, evidence, validator passes), never claimed. Every failure leans
+toward "keep pursuing": an error evaluating a pursuing session blocks (up to
+``stop_error_block_max`` times in a row), and nothing here can write ``complete``.
 
-Decide is read-only; every write happens in ``commit`` inside the dispatcher's one write
-transaction, which re-reads the row and re-evaluates with the fingerprint decide took
-(recomputing it when the row changed in between). The module imports only the standard
-library, the kernel and the stdlib-only ultragoal helpers, never the service.
+``decide`` is read-only; the writes happen in ``commit`` inside the dispatcher's one write
+transaction, which re-reads the row and re-evaluates with the fingerprint ``decide`` took
+(recomputing it when the row changed in between). Standard library and kernel only.
 """
 
 from __future__ import annotations
@@ -31,48 +28,23 @@ if TYPE_CHECKING:
 
     from ithaca.kernel.call import Call
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop")
 NAME = "ultragoal"
-
 YIELD_TAG = "<awaiting-user/>"
 ERROR_FOLDER = os.path.join("ultragoal", "stop-errors")
-REINJECT_SOURCES = frozenset({"resume", "compact", "clear"})
 BACKGROUND_RUNNING = frozenset({"running", "pending"})
 CODEX_WAIT_LIMIT = 20  # Codex Stops granted to background work before it counts
-# Tools that start a subagent, and the input field naming its type: Claude Code's Task and
-# Agent, Codex's spawn_agent.
-DELEGATE_TOOLS = {"Task": "subagent_type", "Agent": "subagent_type", "spawn_agent": "agent_type"}
-
-# --- entry points -------------------------------------------------------------------------
 
 
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.project is None or ctx.session_id is None:
         return ABSTAIN
-    if ctx.event == "Stop":
-        return _stop_decide(ctx)
-    return ABSTAIN
+    return _stop_decide(ctx)
 
 
 def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
-    """The writes of the hook call: Stop bookkeeping, seed, GC, re-injection, claim."""
-    conn, session_id = ctx.conn, ctx.session_id
-    if ctx.project is None or conn is None or session_id is None:
+    if ctx.project is None or ctx.conn is None or ctx.session_id is None:
         return None
-    if ctx.event == "Stop":
-        return _stop_commit(conn, ctx)
-    if final.effect in ("deny", "block"):
-        return None
-    if ctx.event == "SessionStart":
-        return _session_start(conn, ctx)
-    if ctx.event in ("UserPromptSubmit", "UserPromptExpansion"):
-        return _prompt(conn, ctx)
-    if ctx.event == "PreToolUse" and call is not None:
-        return _tool(conn, call, ctx)
-    return None
-
-
-# --- Stop (§6.2, §6.6) --------------------------------------------------------------------
+    return _stop_commit(ctx.conn, ctx)
 
 
 def _stop_decide(ctx: GateContext) -> Opinion:
@@ -301,153 +273,3 @@ def _same(opinion: Opinion, other: Opinion | None) -> bool:
 
 def _root(ctx: GateContext) -> str:
     return ctx.project.root if ctx.project is not None else ""
-
-
-# --- SessionStart and UserPromptSubmit (§6.1, §6.4, §6.5) ---------------------------------
-
-
-def _session_start(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
-    assert ctx.project is not None
-    lifecycle.reap(conn, ctx.now)
-    lifecycle.reconcile_markers(conn, ctx.project.runtime)
-    source = ctx.payload.get("source")
-    if source not in REINJECT_SOURCES:
-        return None
-    return _reinject(conn, ctx, str(source))
-
-
-def _prompt(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
-    session_id = str(ctx.session_id)
-    prompt = typed_prompt(ctx.event, ctx.payload)
-    contexts = []
-    if prompt is not None and is_user_invocation(prompt, ctx.host):
-        seeded = _seed(conn, ctx, user_typed=True)
-        if seeded is not None:
-            contexts.append(seeded)
-    row = records.load(conn, session_id)
-    if row is not None and row["phase"] == "pursuing" and row["active"]:
-        reinjected = _reinject(conn, ctx, "prompt")
-        if reinjected is not None and reinjected.context:
-            contexts.append(reinjected.context)
-        else:
-            conn.execute(
-                "UPDATE ultragoal_pursuit SET turn_started_at = ? WHERE session_id = ?",
-                (ctx.now, session_id),
-            )
-    if not contexts:
-        return None
-    return Opinion("allow", context="\n\n".join(contexts), gate=NAME)
-
-
-def typed_prompt(event: str, payload: dict[str, Any]) -> str | None:
-    """What the user typed: the prompt itself, or for a slash command the user expanded,
-    ``/name args`` (a skill the model invokes arrives as a ``Skill`` tool call instead)."""
-    if event == "UserPromptSubmit":
-        prompt = payload.get("prompt")
-        return prompt if isinstance(prompt, str) else None
-    name, args = payload.get("command_name"), payload.get("command_args")
-    if payload.get("expansion_type") != "slash_command" or not isinstance(name, str):
-        return None
-    return f"/{name} {args if isinstance(args, str) else ''}"
-
-
-def is_user_invocation(prompt: str, host: str = "claude") -> bool:
-    """Whether a prompt is a user-typed invocation: ``^\\s*/(\\S+:)?ultragoal\\b``, or
-    ``^\\s*\\$ultragoal\\b`` on Codex; matched by hand because hooks do not load ``re``."""
-    text = prompt.lstrip()
-    sigil = "$" if host == "codex" else "/"
-    if not text.startswith(sigil):
-        return False
-    parts = text[1:].split(None, 1)
-    word = parts[0] if parts else ""
-    starts = [0] if host == "codex" else [0] + [i + 1 for i, c in enumerate(word) if c == ":" and i]
-    for start in starts:
-        end = start + len("ultragoal")
-        if word.startswith("ultragoal", start) and (
-            end == len(word) or not (word[end].isalnum() or word[end] == "_")
-        ):
-            return True
-    return False
-
-
-def _seed(conn: sqlite3.Connection, ctx: GateContext, *, user_typed: bool) -> str | None:
-    """Seed the session's pursuit; the context to add when one is already active."""
-    result = lifecycle.seed(
-        conn,
-        str(ctx.session_id),
-        now=ctx.now,
-        max_iterations=int(ctx.config["ultragoal"]["max_iterations_default"]),
-        user_typed=user_typed,
-    )
-    if result["outcome"] != "active_pursuit_exists":
-        return None
-    return prompts.active_pursuit_exists(result["phase"], result["objective"])
-
-
-def _reinject(conn: sqlite3.Connection, ctx: GateContext, cause: str) -> Opinion | None:
-    """§6.4: hand a capped or resumed pursuit its objective and current story again."""
-    view = lifecycle.stop_view(conn, str(ctx.session_id))
-    if view is None:
-        return None
-    row = view["row"]
-    if row["phase"] != "pursuing" or not row["active"]:
-        return None
-    if not row["host_capped"] and cause not in ("compact", "resume"):
-        return None
-    why = "the host ended the previous turn" if row["host_capped"] else f"session {cause}"
-    text = prompts.resumed(why, row, view["current_story"])
-    row.update(host_capped=False, stop_blocks_consecutive=0, turn_started_at=ctx.now)
-    records.commit(
-        conn, row, actor="hook", kind="reinjected", payload={"cause": cause}, now=ctx.now
-    )
-    return Opinion("allow", context=text, gate=NAME)
-
-
-# --- PreToolUse (§5.5 claim, §6.1 seed, §6.3 reviewer-only) --------------------------------
-
-
-def _tool(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion | None:
-    if _is_skill_invocation(call):
-        _seed(conn, ctx, user_typed=False)
-        return None
-    field = DELEGATE_TOOLS.get(call.tool)
-    reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
-    if field is not None and call.tool_input.get(field) == reviewer:
-        return _claim(conn, call, ctx)
-    return None
-
-
-def _is_skill_invocation(call: Call) -> bool:
-    skill = call.tool_input.get("skill")
-    return (
-        call.tool == "Skill"
-        and isinstance(skill, str)
-        and (skill == "ultragoal" or skill.endswith(":ultragoal"))
-    )
-
-
-def _claim(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion:
-    """Claim one review dispatch and hand its nonce to the reviewer in its prompt (on
-    Codex, which cannot rewrite the call, through ``review-ticket``); any refusal or
-    failure denies the dispatch (§5.5)."""
-    session_id = str(ctx.session_id)
-    in_prompt = ctx.host != "codex"
-    conn.execute("SAVEPOINT ultragoal_claim")
-    try:
-        claim = lifecycle.claim_review_dispatch(
-            conn, session_id, now=ctx.now, nonce_in_prompt=in_prompt
-        )
-        conn.execute("RELEASE ultragoal_claim")
-    except Exception:  # noqa: BLE001 - a failed claim denies the dispatch
-        conn.execute("ROLLBACK TO ultragoal_claim")
-        conn.execute("RELEASE ultragoal_claim")
-        claim = {"allowed": False, "reason": "failure", "used": 0, "cap": 0}
-        claim["code"] = lifecycle.CLAIM_CODES["failure"]
-    if not claim["allowed"]:
-        return Opinion("deny", claim["code"], prompts.claim_refused(claim), gate=NAME)
-    if not in_prompt:
-        return Opinion("allow", gate=NAME)
-    prompt = call.tool_input.get("prompt")
-    ticket = f"ULTRAGOAL_REVIEW session={session_id} nonce={claim['nonce']}"
-    text = f"{prompt}\n\n{ticket}" if isinstance(prompt, str) and prompt else ticket
-    return Opinion("allow", updated_input={**call.tool_input, "prompt": text}, gate=NAME)

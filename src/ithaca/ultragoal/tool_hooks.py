@@ -1,0 +1,80 @@
+"""Ultragoal's PreToolUse side effects (reference §5.5, §6.1): the agent's own
+``Skill`` call seeds a pursuit, and starting the reviewer subagent claims one review
+dispatch, whose nonce reaches the reviewer in its prompt (or through ``review-ticket``
+on Codex). The dispatcher runs these only once the combined answer is not a deny, inside
+its one write transaction. Standard library and kernel only.
+"""
+
+from __future__ import annotations
+
+from ithaca.kernel.gates import GateContext, Opinion
+from ithaca.ultragoal import lifecycle, prompts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ithaca.kernel.call import Call
+
+NAME = "ultragoal"
+# Tools that start a subagent, and the input field naming its type: Claude Code's Task and
+# Agent, Codex's spawn_agent.
+DELEGATE_TOOLS = {"Task": "subagent_type", "Agent": "subagent_type", "spawn_agent": "agent_type"}
+
+
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
+    conn = ctx.conn
+    if ctx.project is None or conn is None or ctx.session_id is None or call is None:
+        return None
+    if final.effect in ("deny", "block"):
+        return None
+    return _tool(conn, call, ctx)
+
+
+def _tool(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion | None:
+    if _is_skill_invocation(call):
+        from ithaca.ultragoal.session_hooks import seed
+
+        seed(conn, ctx, user_typed=False)
+        return None
+    field = DELEGATE_TOOLS.get(call.tool)
+    reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
+    if field is not None and call.tool_input.get(field) == reviewer:
+        return _claim(conn, call, ctx)
+    return None
+
+
+def _is_skill_invocation(call: Call) -> bool:
+    skill = call.tool_input.get("skill")
+    return (
+        call.tool == "Skill"
+        and isinstance(skill, str)
+        and (skill == "ultragoal" or skill.endswith(":ultragoal"))
+    )
+
+
+def _claim(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion:
+    """Claim one review dispatch and hand its nonce to the reviewer in its prompt (on
+    Codex, which cannot rewrite the call, through ``review-ticket``); any refusal or
+    failure denies the dispatch (§5.5)."""
+    session_id = str(ctx.session_id)
+    in_prompt = ctx.host != "codex"
+    conn.execute("SAVEPOINT ultragoal_claim")
+    try:
+        claim = lifecycle.claim_review_dispatch(
+            conn, session_id, now=ctx.now, nonce_in_prompt=in_prompt
+        )
+        conn.execute("RELEASE ultragoal_claim")
+    except Exception:  # noqa: BLE001 - a failed claim denies the dispatch
+        conn.execute("ROLLBACK TO ultragoal_claim")
+        conn.execute("RELEASE ultragoal_claim")
+        claim = {"allowed": False, "reason": "failure", "used": 0, "cap": 0}
+        claim["code"] = lifecycle.CLAIM_CODES["failure"]
+    if not claim["allowed"]:
+        return Opinion("deny", claim["code"], prompts.claim_refused(claim), gate=NAME)
+    if not in_prompt:
+        return Opinion("allow", gate=NAME)
+    prompt = call.tool_input.get("prompt")
+    ticket = f"ULTRAGOAL_REVIEW session={session_id} nonce={claim['nonce']}"
+    text = f"{prompt}\n\n{ticket}" if isinstance(prompt, str) and prompt else ticket
+    return Opinion("allow", updated_input={**call.tool_input, "prompt": text}, gate=NAME)
