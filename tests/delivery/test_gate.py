@@ -1,9 +1,9 @@
 """The delivery gate through the real hook dispatcher (reference §12).
 
-State comes from ``record``; what record cannot make
-yet (task progress, checkpoints, file intents) is written as rows the way their services
-will write them. Protocols enforcement is off so that only the kernel guard, Ulysses
-(idle) and delivery speak.
+State comes from ``record`` and ``session``; what they cannot make directly (task
+progress, checkpoints, file intents) is written as rows the way their services write
+them. Protocols enforcement is off so that only the kernel guard, Ulysses (idle) and
+delivery speak. Lease time is moved by patching the lease clock, never by sleeping.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ithaca.delivery import gate
+from ithaca.delivery import gate, leases
 from ithaca.delivery.breadcrumb import MAX_BYTES, POINTER
+from ithaca.delivery.sessions import session
 from ithaca.hosts import dispatch
 from ithaca.hosts import gates as registry
 
@@ -319,13 +320,193 @@ def test_other_state_files_keep_only_the_kernel_reason(project_dir):
     assert pre_tool_use(project_dir, "Edit", {"file_path": "src/plan.md"})[0] == "allow"
 
 
+# ---- leases ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch):
+    """``clock(minutes)``: the lease clock now reads that long after the test began."""
+    start = leases.now_ms()
+
+    def move(minutes: float) -> int:
+        now = start + int(minutes * 60_000)
+        monkeypatch.setattr(leases, "now_ms", lambda: now)
+        return now
+
+    return move
+
+
+def acquire_task(project, host: str | None = HOST_SESSION, worktree: str = "none") -> dict:
+    request = {
+        "operation": "acquire",
+        "task_id": "T-1",
+        "strategy": "spawn",
+        "worktree": worktree,
+        "idempotency_key": f"acquire-{host}-{worktree}",
+    }
+    if host is not None:
+        request["session"] = host
+    return session(project.project, project.store, project.config, request)
+
+
+def lease(root: Path, session_id: str) -> tuple[str, str]:
+    with db(root) as conn:
+        found = conn.execute(
+            "SELECT heartbeat_at, lease_expires_at FROM delivery_sessions WHERE id = ?",
+            (session_id,),
+        ).fetchone()
+    return found[0], found[1]
+
+
+def admission_for_another_host(project) -> str:
+    request = {"operation": "admission", "task_id": "T-1", "session": "sess-2"}
+    return str(session(project.project, project.store, project.config, request)["verdict"])
+
+
+def used_a_tool(root: Path, **fields: object) -> dict:
+    return hook(root, "PostToolUse", tool_name="Edit", tool_input={"file_path": "a.py"}, **fields)
+
+
+def test_tool_use_keeps_an_interactive_lease_past_thirty_minutes(
+    project_dir, project, record, new_change, clock
+):
+    new_change()
+    define_task(record, "T-1", "First")
+    clock(0)
+    sid = acquire_task(project)["session"]["id"]
+    clock(20)
+    used_a_tool(project_dir)
+    clock(45)
+    hook(project_dir, "Stop")
+    now = clock(70)
+    assert admission_for_another_host(project) == "abandon"
+    assert lease(project_dir, sid)[1] == leases.stamp(now - 25 * 60_000, leases.DEFAULT_TTL_S)
+
+
+def test_without_tool_use_the_lease_runs_out(project_dir, project, record, new_change, clock):
+    new_change()
+    define_task(record, "T-1", "First")
+    clock(0)
+    acquire_task(project)
+    clock(31)
+    assert admission_for_another_host(project) == "takeover"
+    used_a_tool(project_dir)  # too late: an expired lease is not renewed
+    assert admission_for_another_host(project) == "takeover"
+
+
+def test_a_heartbeat_under_a_minute_old_is_not_repeated(
+    project_dir, project, record, new_change, clock, count_events
+):
+    new_change()
+    define_task(record, "T-1", "First")
+    clock(0)
+    sid = acquire_task(project)["session"]["id"]
+    events = count_events()
+    first = clock(10)
+    used_a_tool(project_dir)
+    clock(10.5)
+    used_a_tool(project_dir)
+    assert lease(project_dir, sid)[0] == leases.stamp(first)
+    assert count_events() == events
+
+
+def test_the_named_delivery_session_is_the_acting_one(
+    project_dir, project, record, new_change, clock, monkeypatch
+):
+    new_change()
+    define_task(record, "T-1", "First")
+    clock(0)
+    sid = acquire_task(project, host=None)["session"]["id"]
+    monkeypatch.setenv("ITHACA_DELIVERY_SESSION", sid)
+    now = clock(5)
+    hook(project_dir, "Stop", session_id="sess-9")
+    assert lease(project_dir, sid)[0] == leases.stamp(now)
+
+
+def test_the_session_whose_worktree_holds_cwd_is_the_acting_one(
+    project_dir, project, record, new_change, clock
+):
+    for args in (("config", "user.email", "d@example.com"), ("config", "user.name", "D")):
+        subprocess.run(["git", "-C", str(project_dir), *args], check=True)
+    (project_dir / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(project_dir), "add", "app.py"], check=True)
+    subprocess.run(["git", "-C", str(project_dir), "commit", "-qm", "first"], check=True)
+    new_change()
+    define_task(record, "T-1", "First")
+    clock(0)
+    acquired = acquire_task(project, host=None, worktree="create")
+    now = clock(5)
+    used_a_tool(Path(acquired["worktree"]))
+    assert lease(project_dir, acquired["session"]["id"])[0] == leases.stamp(now)
+
+
+def test_an_acquire_through_the_cli_binds_its_session_to_the_host_session(
+    project_dir, project, record, new_change, count_events
+):
+    new_change()
+    define_task(record, "T-1", "First")
+    acquired = acquire_task(project, host=None)
+    sid = acquired["session"]["id"]
+    events = count_events()
+    hook(
+        project_dir,
+        "PostToolUse",
+        tool_name="Bash",
+        tool_input={"command": "ithaca session acquire T-1 --strategy spawn --json"},
+        tool_response={"stdout": json.dumps(acquired), "stderr": ""},
+    )
+    with db(project_dir) as conn:
+        bound = conn.execute("SELECT host_session_id FROM delivery_sessions").fetchone()[0]
+        event = conn.execute(
+            "SELECT actor, subject FROM journal WHERE kind = 'delivery.session_bound'"
+        ).fetchall()
+    assert bound == HOST_SESSION
+    assert event == [("hook", sid)]
+    assert count_events() == events + 1
+    assert admission_for_another_host(project) == "abandon"
+
+
+def test_the_breadcrumb_names_the_tasks_session_and_its_lease(
+    project_dir, project, record, new_change, clock
+):
+    new_change()
+    define_task(record, "T-1", "First")
+    clock(0)
+    sid = acquire_task(project)["session"]["id"]
+    clock(6.5)
+    assert f"Session {sid} lease 23m" in session_start(project_dir)
+
+
+def test_a_running_session_alone_is_active_work(project_dir, project, record, clock):
+    record(
+        "task_contract", "define", {"id": "T-1", "title": "Loose", "verification": {"argv": ["x"]}}
+    )
+    assert session_start(project_dir) is None
+    clock(0)
+    sid = acquire_task(project)["session"]["id"]
+    clock(0.5)
+    crumb = session_start(project_dir)
+    assert crumb.splitlines()[1] == f"Session {sid} lease 29m"
+
+
+def test_the_compaction_snapshot_names_the_acting_session(project_dir, project, record, new_change):
+    new_change()
+    define_task(record, "T-1", "First")
+    sid = acquire_task(project)["session"]["id"]
+    hook(project_dir, "PreCompact", trigger="auto")
+    assert json.loads(snapshot_path(project_dir).read_text())["session_id"] == sid
+
+
 # ---- imports ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("module", "allowed"),
     [
-        ("ithaca.delivery.gate", ("ithaca.delivery.gate", "ithaca.delivery.breadcrumb")),
+        (
+            "ithaca.delivery.gate",
+            ("ithaca.delivery.gate", "ithaca.delivery.breadcrumb", "ithaca.delivery.leases"),
+        ),
         ("ithaca.delivery.breadcrumb", ("ithaca.delivery.breadcrumb",)),
     ],
 )

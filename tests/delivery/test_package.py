@@ -28,7 +28,11 @@ def test_the_record_tool_fits_its_share_of_the_tools_list_budget() -> None:
 
 
 def test_the_delivery_migration_creates_its_tables(project: IthacaProject) -> None:
-    assert [m.name for m in MIGRATIONS if m.name.startswith("delivery.")] == ["delivery.initial"]
+    assert [m.name for m in MIGRATIONS if m.name.startswith("delivery.")] == [
+        "delivery.initial",
+        "delivery.ledger",
+        "delivery.sessions",
+    ]
     tables = {
         row[0]
         for row in project.store.connection().execute(
@@ -47,4 +51,9 @@ def test_the_delivery_migration_creates_its_tables(project: IthacaProject) -> No
         "delivery_fs_intents",
         "delivery_reconciliations",
         "delivery_files",
+        "delivery_ledger_base",
+        "delivery_sessions",
+        "delivery_packets",
+        "delivery_plan_runs",
+        "delivery_plan_run_tasks",
     }

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ithaca.delivery.service import DeliveryService
-from ithaca.kernel.errors import InvalidInput, IthacaError, NotFound, Refused
+from ithaca.kernel.errors import InvalidInput, IthacaError, NotFound
 
 DECISION = {
     "scope": {"baseline": True},
@@ -170,16 +170,6 @@ def test_requests_are_limited_to_50_entries_and_one_mebibyte(
     huge = make_entry("event", "append", {"type": "seen", "payload": {"blob": "x" * 1_100_000}})
     error = refusal(service, {"entries": [huge]})
     assert error.details == {"pointer": "", "problem": "TOO_LARGE"}
-
-
-def test_task_outcome_is_refused_with_a_clear_code(
-    service: DeliveryService, make_entry: Any
-) -> None:
-    error = refusal(
-        service, {"entries": [make_entry("task_outcome", "complete", {"task_id": "T-1"})]}
-    )
-    assert isinstance(error, Refused)
-    assert error.code == "TASK_OUTCOME_UNAVAILABLE"
 
 
 def test_every_kind_records_without_any_baseline(

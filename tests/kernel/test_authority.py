@@ -59,6 +59,9 @@ def test_the_typed_token_on_a_terminal_passes(monkeypatch):
         ("doctor", "--rebuild"),
         ("doctor", "--json", "--rebuild"),
         ("--project", ".", "doctor", "--rebuild=yes"),
+        ("ultragoal", "--session", "s-1", "resume-pursuit"),
+        ("sync", "import", "--resolve", "task:T1=ours", "--rehash"),
+        ("session", "reset-circuit", "T1"),
     ],
 )
 def test_user_only_commands_are_recognised_wherever_options_stand(argv):
@@ -69,3 +72,5 @@ def test_read_commands_are_not_user_only():
     assert user_only_command(("protocols", "list", "--tag", "approve")) is None
     assert user_only_command(("doctor", "--json")) is None
     assert user_only_command(("doctor", "--repair")) is None
+    assert user_only_command(("sync", "import", "--resolve", "task:T1=ours")) is None
+    assert user_only_command(("ultragoal", "set-blocked", "--reason", "resume-pursuit")) is None

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from ithaca.kernel import canon
 
-DELIVERY_TOOLS = ("context", "record", "checkpoint", "archive", "doctor")
+DELIVERY_TOOLS = ("context", "record", "checkpoint", "archive", "sync", "session", "doctor")
 BUDGET = 6144  # canonical bytes for every delivery tool object (reference §3.2)
 
 
-def test_the_delivery_tool_objects_fit_in_six_kib_with_room_for_two_more(client):
+def test_all_seven_delivery_tool_objects_fit_in_six_kib(client):
     listed = client.tools()
     objects = [
         listed[name].model_dump(mode="json", by_alias=True, exclude_none=True)
         for name in DELIVERY_TOOLS
     ]
     size = len(canon.canonical(objects))
-    # ``sync`` and ``session`` come with the next issue; they need their share too.
-    assert size <= BUDGET * 5 // 7, size
+    assert size <= BUDGET, size
 
 
 def test_every_delivery_schema_refuses_unknown_fields_at_the_top(client):

@@ -53,6 +53,8 @@ def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client)
         "record",
         "checkpoint",
         "archive",
+        "sync",
+        "session",
         "doctor",
         "ultragoal",
     }

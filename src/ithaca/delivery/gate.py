@@ -1,8 +1,9 @@
 """Delivery inside host hooks (reference §12): breadcrumb, compaction snapshot, managed files.
 
-SessionStart: when there is active work (an open change, or a file intent waiting for
-recovery) the agent gets a short breadcrumb naming the change, its current task, the
-latest checkpoint of each stage, the decisions and what needs attention. A compacted
+SessionStart: when there is active work (an open change, a running execution session, or
+a file intent waiting for recovery) the agent gets a short breadcrumb naming the change,
+its current task and that task's session with the minutes left on its lease, the latest
+checkpoint of each stage, the decisions and what needs attention. A compacted
 session whose state database cannot be read falls back to the snapshot its PreCompact
 hook left.
 
@@ -17,14 +18,27 @@ command: a command naming a managed file, as a write target or any argument, is 
 unless it is read-only or a Git operation that merges or records (the merge driver keeps
 the ledger whole).
 
+PostToolUse and Stop (and PreCompact): the acting execution session's lease is renewed
+(``leases.renew``), at most once a minute, so an interactive session that keeps working
+keeps its task past the 30-minute TTL. The acting sessions are the one named by
+``ITHACA_DELIVERY_SESSION`` in the hook's environment, else the running sessions bound to
+the hook's host session, else the one whose worktree holds ``cwd``. After an Ithaca
+``session acquire`` (the MCP tool, or ``ithaca session acquire``) whose answer names a
+running session no host session owns yet, that session is bound to this host session
+first. Both writes happen in ``commit``, inside the dispatcher's transaction but under
+their own savepoint: a failure is reported on standard error and never changes the
+host's flow or the other gates' writes.
+
 Reads are SQL with ``json_extract``; the module imports only the standard library, the
-kernel and the standard-library-only breadcrumb renderer.
+kernel, the standard-library-only breadcrumb renderer and ``leases``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
+from ithaca.delivery import leases
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 from ithaca.kernel.project import STATE_DIR_NAME
 
@@ -36,7 +50,12 @@ if TYPE_CHECKING:
 
     from ithaca.kernel.call import Call, SimpleCommand
 
-EVENTS = ("SessionStart", "PreCompact", "PreToolUse")
+EVENTS = ("SessionStart", "PreCompact", "PreToolUse", "PostToolUse", "Stop")
+HEARTBEAT_EVENTS = ("PreCompact", "PostToolUse", "Stop")
+SESSION_VARIABLE = "ITHACA_DELIVERY_SESSION"
+SESSION_PREFIX = "ses_"
+_SESSION_ID_LENGTH = len(SESSION_PREFIX) + 26
+_CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 NAME = "delivery"
 RECOVERY_FOLDER = "recovery"
 STAGES = ("research", "plan", "dev", "test", "review", "deliver")
@@ -79,6 +98,31 @@ _DECISIONS = (
 )
 _RECOVERY = "SELECT 1 FROM delivery_fs_intents WHERE status IN ('pending', 'committed') LIMIT 1"
 _CIRCUIT = "SELECT open FROM delivery_circuits WHERE task_id = ?"
+# A running session and the whole minutes left on its lease.
+_LEASE_MINUTES = "CAST(max(0, julianday(lease_expires_at) - julianday(?)) * 1440 AS INTEGER)"
+_TASK_SESSION = (
+    f"SELECT id, {_LEASE_MINUTES} FROM delivery_sessions WHERE task_id = ? AND status = 'running'"
+)
+_LATEST_SESSION = (
+    f"SELECT id, {_LEASE_MINUTES} FROM delivery_sessions WHERE status = 'running'"
+    " ORDER BY updated_at DESC, id DESC LIMIT 1"
+)
+_RUNNING = "SELECT 1 FROM delivery_sessions WHERE id = ? AND status = 'running'"
+_BOUND = (
+    "SELECT id FROM delivery_sessions WHERE host_session_id = ? AND status = 'running' ORDER BY id"
+)
+_WORKTREES = (
+    "SELECT id, worktree_path FROM delivery_sessions"
+    " WHERE status = 'running' AND worktree_path IS NOT NULL ORDER BY id"
+)
+_UNBOUND = (
+    "SELECT 1 FROM delivery_sessions WHERE id = ? AND status = 'running'"
+    " AND host_session_id IS NULL"
+)
+_BIND = (
+    "UPDATE delivery_sessions SET host_session_id = ?, updated_at = ?"
+    " WHERE id = ? AND status = 'running' AND host_session_id IS NULL"
+)
 
 
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
@@ -86,22 +130,26 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         return ABSTAIN
     if ctx.event == "SessionStart":
         return _session_start(ctx)
-    if ctx.event == "PreCompact":
-        _prepare_snapshot(ctx)
-        return ABSTAIN
     if ctx.event == "PreToolUse" and call is not None:
         return _managed_files(call, ctx)
+    if ctx.event == "PreCompact":
+        _prepare_snapshot(ctx)
+    if ctx.event in HEARTBEAT_EVENTS and ctx.conn is not None:
+        _prepare_heartbeat(ctx)
     return ABSTAIN
 
 
 def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
-    """Write the PreCompact snapshot prepared by ``decide``.
+    """Bind and heartbeat what ``decide`` found, then write the PreCompact snapshot.
 
-    It runs inside the dispatcher's write transaction but touches no table: the file is
-    written atomically by the kernel's file helper, and a failure surfaces as the
-    dispatcher's commit error, which never blocks a compaction.
+    The snapshot touches no table: the file is written atomically by the kernel's file
+    helper, and a failure surfaces as the dispatcher's commit error, which never blocks
+    a compaction.
     """
-    snapshot = ctx.scratch.get(NAME)
+    prepared = ctx.scratch.get(NAME) or {}
+    if ctx.conn is not None and (prepared.get("heartbeat") or prepared.get("bind")):
+        _renew(ctx, ctx.conn, prepared.get("bind", []), prepared.get("heartbeat", []))
+    snapshot = prepared.get("snapshot")
     if ctx.event != "PreCompact" or snapshot is None or ctx.project is None:
         return None
     from ithaca.kernel.files import write_atomic
@@ -123,7 +171,9 @@ def read_summary(conn: sqlite3.Connection) -> dict[str, Any] | None:
     """The breadcrumb summary (see ``breadcrumb``), or None when there is no active work."""
     recovery_pending = conn.execute(_RECOVERY).fetchone() is not None
     row = conn.execute(_CHANGE).fetchone()
-    if row is None and not recovery_pending:
+    now = leases.stamp(leases.now_ms())
+    running = None if row is not None else conn.execute(_LATEST_SESSION, (now,)).fetchone()
+    if row is None and not recovery_pending and running is None:
         return None
     attention = ["RECOVERY_PENDING"] if recovery_pending else []
     summary: dict[str, Any] = {
@@ -135,12 +185,17 @@ def read_summary(conn: sqlite3.Connection) -> dict[str, Any] | None:
         "attention": attention,
     }
     if row is None:
+        if running is not None:
+            summary["session"] = {"id": running[0], "lease_minutes": running[1]}
         return summary
     change_id = row[0]
     summary["change"] = {"id": change_id, "kind": row[1], "status": row[2]}
     task = conn.execute(_TASK, (change_id,)).fetchone()
     if task is not None:
         summary["task"] = {"id": task[0], "title": task[1], "status": task[2]}
+        session = conn.execute(_TASK_SESSION, (now, task[0])).fetchone()
+        if session is not None:
+            summary["session"] = {"id": session[0], "lease_minutes": session[1]}
         circuit = conn.execute(_CIRCUIT, (task[0],)).fetchone()
         if circuit is not None and circuit[0]:
             attention.append("CIRCUIT_OPEN")
@@ -202,14 +257,119 @@ def _prepare_snapshot(ctx: GateContext) -> None:
         return
     change = (summary or {}).get("change") or {}
     task = (summary or {}).get("task") or {}
-    ctx.scratch[NAME] = {
+    acting = _acting_sessions(ctx, ctx.conn)
+    ctx.scratch.setdefault(NAME, {})["snapshot"] = {
         "host_session_id": ctx.session_id,
         "change_id": change.get("id"),
         "task_id": task.get("id"),
-        "session_id": None,  # execution sessions arrive with the `session` tool
+        "session_id": acting[0] if acting else None,
         "envelope_digest": None,
         "breadcrumb": None if summary is None else _breadcrumb().render(summary),
     }
+
+
+# ---- leases --------------------------------------------------------------------------
+
+
+def _prepare_heartbeat(ctx: GateContext) -> None:
+    """Which sessions ``commit`` binds to this host session and heartbeats."""
+    assert ctx.conn is not None
+    bind = [
+        session_id
+        for session_id in _acquired_sessions(ctx)
+        if ctx.session_id and ctx.conn.execute(_UNBOUND, (session_id,)).fetchone()
+    ]
+    acting = _acting_sessions(ctx, ctx.conn)
+    prepared = ctx.scratch.setdefault(NAME, {})
+    prepared["bind"] = bind
+    prepared["heartbeat"] = acting + [found for found in bind if found not in acting]
+
+
+def _acting_sessions(ctx: GateContext, conn: sqlite3.Connection) -> list[str]:
+    """The execution sessions this hook call acts for (see the module docstring)."""
+    named = os.environ.get(SESSION_VARIABLE, "")
+    if _is_session_id(named) and conn.execute(_RUNNING, (named,)).fetchone():
+        return [named]
+    if ctx.session_id:
+        bound = [row[0] for row in conn.execute(_BOUND, (ctx.session_id,))]
+        if bound:
+            return bound
+    cwd = ctx.payload.get("cwd")
+    if not isinstance(cwd, str) or not cwd:
+        return []
+    here = os.path.realpath(cwd)
+    for session_id, worktree in conn.execute(_WORKTREES):
+        if here == worktree or here.startswith(worktree.rstrip(os.sep) + os.sep):
+            return [session_id]
+    return []
+
+
+def _acquired_sessions(ctx: GateContext) -> list[str]:
+    """The session ids named in the answer to an Ithaca ``session acquire`` call."""
+    if ctx.event != "PostToolUse" or not _is_acquire(ctx.payload):
+        return []
+    response = ctx.payload.get("tool_response")
+    text = response if isinstance(response, str) else _json().dumps(response)
+    found: list[str] = []
+    start = text.find(SESSION_PREFIX)
+    while start != -1:
+        candidate = text[start : start + _SESSION_ID_LENGTH]
+        if _is_session_id(candidate) and candidate not in found:
+            found.append(candidate)
+        start = text.find(SESSION_PREFIX, start + 1)
+    return found
+
+
+def _is_acquire(payload: dict[str, Any]) -> bool:
+    tool = payload.get("tool_name")
+    given = payload.get("tool_input")
+    if not isinstance(tool, str) or not isinstance(given, dict):
+        return False
+    if tool.startswith("mcp__") and tool.endswith("__session"):
+        return given.get("operation") == "acquire"
+    command = given.get("command")
+    if not isinstance(command, str):
+        return False
+    named_ithaca = False
+    words = command.split()
+    for index, word in enumerate(words):
+        if "ithaca" in word:
+            named_ithaca = True
+        elif named_ithaca and words[index : index + 2] == ["session", "acquire"]:
+            return True
+    return False
+
+
+def _is_session_id(value: str) -> bool:
+    return (
+        len(value) == _SESSION_ID_LENGTH
+        and value.startswith(SESSION_PREFIX)
+        and all(char in _CROCKFORD for char in value[len(SESSION_PREFIX) :])
+    )
+
+
+def _renew(ctx: GateContext, conn: sqlite3.Connection, bind: list[str], beat: list[str]) -> None:
+    """Bind, then heartbeat, under a savepoint of the dispatcher's transaction."""
+    conn.execute("SAVEPOINT delivery_leases")
+    try:
+        at_ms = leases.now_ms()
+        for session_id in bind:
+            if conn.execute(_BIND, (ctx.session_id, ctx.now, session_id)).rowcount:
+                from ithaca.kernel import journal
+
+                journal.append(
+                    conn,
+                    actor="hook",
+                    kind="delivery.session_bound",
+                    subject=session_id,
+                    payload={"session_id": session_id, "host_session_id": ctx.session_id},
+                )
+        for session_id in beat:
+            leases.renew(conn, session_id, at_ms, quiet_s=leases.HOOK_QUIET_S)
+    except Exception as exc:  # noqa: BLE001 - a lease write never changes the host's flow
+        conn.execute("ROLLBACK TO delivery_leases")
+        print(f"Ithaca delivery: the session heartbeat failed: {exc}", file=sys.stderr)
+    conn.execute("RELEASE delivery_leases")
 
 
 # ---- managed files -------------------------------------------------------------------

@@ -7,6 +7,10 @@ state, files and Git there and returns a ``Plan``) and committed as a recoverabl
 guarded by its idempotency key; a plan overtaken by another writer is prepared again.
 The first error stops the batch: its ``details`` name the failing ``index`` and the
 ``committed`` indices, which a retry with the same keys replays.
+
+``task_outcome`` entries are bound to execution sessions and Worker Packets, so they run
+through ``sessions_outcome`` (``start`` acquires a session; the others are units like
+the rest), under the same per-entry idempotency key.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ithaca.delivery import (
     changes,
     decisions,
     observations,
+    sessions_outcome,
     tasks,
 )
 from ithaca.delivery.contract import check_request_size, under, validation_error
@@ -30,7 +35,7 @@ from ithaca.delivery.schemas.record import DATA_SCHEMAS, actions_of
 from ithaca.delivery.tool import RECORD_SCHEMA
 from ithaca.delivery.units import Plan, Units
 from ithaca.kernel import ids
-from ithaca.kernel.errors import IthacaError, Refused
+from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -68,6 +73,9 @@ class Entry:
     action: str
     data: dict[str, Any]
     key: str
+    # The caller's host session (the hook-filled ``session`` field), which owns the
+    # session a ``task_outcome start`` acquires.
+    host_session: str | None = None
 
 
 def parse(arguments: Any) -> list[Entry]:
@@ -87,9 +95,11 @@ def parse(arguments: Any) -> list[Entry]:
             raise validation_error(
                 f"{pointer}/action", "NOT_ALLOWED", f"{kind} takes {' | '.join(known)}"
             )
-        schema = DATA_SCHEMAS.get((kind, action))
-        data = raw["data"] if schema is None else check(schema, raw["data"], f"{pointer}/data")
-        entries.append(Entry(index, kind, action, data, raw["idempotency_key"]))
+        schema = DATA_SCHEMAS.get((kind, action)) or sessions_outcome.DATA_SCHEMAS[(kind, action)]
+        data = check(schema, raw["data"], f"{pointer}/data")
+        entries.append(
+            Entry(index, kind, action, data, raw["idempotency_key"], request.get("session"))
+        )
     return entries
 
 
@@ -110,22 +120,20 @@ def run(store: Store, project: Project, units: Units, entries: list[Entry]) -> d
 
 
 def _run_entry(store: Store, project: Project, units: Units, entry: Entry) -> dict[str, Any]:
-    handler = HANDLERS.get((entry.kind, entry.action))
-    if handler is None:
-        raise Refused(
-            "TASK_OUTCOME_UNAVAILABLE",
-            f"task_outcome {entry.action} needs execution sessions and Worker Packets, which"
-            " this version of Ithaca does not have yet; record the task's state later",
-            {"kind": entry.kind, "action": entry.action},
-        )
     operation = f"{entry.kind}.{entry.action}"
     guard = Guard(entry.key, TOOL, request_digest(TOOL, operation, entry.data))
-    answer, replayed = units.run_keyed(
-        guard,
-        lambda conn: handler(conn, project, entry.data),
-        operation,
-        {"operation": operation},
-    )
+    if entry.kind == "task_outcome":
+        answer, replayed = sessions_outcome.run(
+            store, project, units, entry.action, entry.data, guard, entry.host_session
+        )
+    else:
+        handler = HANDLERS[(entry.kind, entry.action)]
+        answer, replayed = units.run_keyed(
+            guard,
+            lambda conn: handler(conn, project, entry.data),
+            operation,
+            {"operation": operation},
+        )
     head = {"index": entry.index, "kind": entry.kind, "action": entry.action}
     if replayed:
         return {**head, "status": "replayed", "replayed": True, **answer}

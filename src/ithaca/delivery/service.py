@@ -3,15 +3,15 @@
 Opening the service settles recoverable units left by processes that died mid-write
 (reference §3.5): their files are rolled back, or their post-commit work finished,
 before anything new is written. Hooks never open it (they never recover or migrate).
-Every delivery tool (``record``, ``context``, ``checkpoint``, ``archive``, ``doctor``)
-is a method here, so each one runs after that recovery.
+Every delivery tool (``record``, ``context``, ``checkpoint``, ``archive``, ``sync``,
+``session``, ``doctor``) is a method here, so each one runs after that recovery.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ithaca.delivery import archive, checkpoints, context, doctor, record
+from ithaca.delivery import archive, checkpoints, context, doctor, record, sessions, sync
 from ithaca.delivery.units import Units
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
@@ -45,6 +45,14 @@ class DeliveryService:
         return checkpoints.checkpoint(
             self.project, self.store, self.config, arguments, units=self.units
         )
+
+    def sync(self, arguments: Any) -> dict[str, Any]:
+        """``sync {action, resolve?, idempotency_key?}``: the team ledger (§8)."""
+        return sync.sync(self.project, self.store, self.config, arguments, units=self.units)
+
+    def session(self, arguments: Any) -> dict[str, Any]:
+        """``session {operation, ...}``: execution sessions and leases (§9)."""
+        return sessions.session(self.project, self.store, self.config, arguments)
 
     def doctor(self, arguments: Any) -> dict[str, Any]:
         """``doctor {operation: inspect|repair}`` (§11)."""

@@ -11,7 +11,7 @@ GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ithaca.kernel.guard", ("PreToolUse",)),
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
     ("ithaca.ulysses.gate", ("SessionStart", "PreToolUse")),
-    ("ithaca.delivery.gate", ("SessionStart", "PreCompact", "PreToolUse")),
+    ("ithaca.delivery.gate", ("SessionStart", "PreCompact", "PreToolUse", "PostToolUse", "Stop")),
     (
         "ithaca.ultragoal.gate",
         ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop"),

@@ -37,17 +37,17 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ultragoal", "dismiss-review-finding"),
     ("doctor", "restore"),
     ("doctor", "--rebuild"),
-)
-# Options that are user-only commands in themselves (``ithaca doctor --rebuild``).
-_USER_ONLY_OPTIONS = frozenset(
-    word for command in USER_ONLY_COMMANDS for word in command if word.startswith("-")
+    ("session", "reset-circuit"),
+    ("sync", "import", "--rehash"),
 )
 
 
 # Commands that speak for the host or wire Ithaca into it: an agent running them could
 # forge a prompt's admission or switch enforcement off.
 HOST_COMMANDS = frozenset({"hook", "install", "uninstall"})
-_GLOBAL_VALUE_OPTIONS = frozenset({"--project"})
+# Options a group takes with a value (``ithaca --project P …``, ``ithaca ultragoal
+# --session S …``): their values are not subcommand words.
+_GLOBAL_VALUE_OPTIONS = frozenset({"--project", "--session"})
 
 
 def command_words(argv: tuple[str, ...] | list[str]) -> list[str]:
@@ -76,17 +76,18 @@ def command_kind(argv: tuple[str, ...] | list[str]) -> str:
 
 
 def user_only_command(argv: tuple[str, ...] | list[str]) -> tuple[str, ...] | None:
-    """The user-only command an Ithaca CLI argv invokes, however options are placed."""
-    words = [
-        word.split("=", 1)[0]
-        for word in argv
-        if not word.startswith("-") or word.split("=", 1)[0] in _USER_ONLY_OPTIONS
-    ]
+    """The user-only command an Ithaca CLI argv invokes, however options are placed: its
+    subcommand words in a row, and the options that make it user-only anywhere after."""
+    words = command_words(argv)
+    given = {word.split("=", 1)[0] for word in argv if word.startswith("-")}
     for command in USER_ONLY_COMMANDS:
-        size = len(command)
-        for start in range(len(words) - size + 1):
-            if tuple(words[start : start + size]) == command:
-                return command
+        path = [word for word in command if not word.startswith("-")]
+        options = {word for word in command if word.startswith("-")}
+        if not options <= given:
+            continue
+        size = len(path)
+        if any(words[start : start + size] == path for start in range(len(words) - size + 1)):
+            return command
     return None
 
 

@@ -74,6 +74,15 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "reviewer_agent_type": ((str,), "code-reviewer"),
         "stop_error_block_max": ((int,), 5),
     },
+    "delivery": {
+        "lease_ttl_s": ((int,), 1800),
+    },
+    "run_plan": {
+        "worker": ((list,), []),  # argv of the worker command, run without a shell
+        "env": ((dict,), {}),
+        "timeout_s": ((int, float), 3600),
+        "max_parallel": ((int,), 4),
+    },
     "ulysses": {
         "require_plan_for_mutation": ((bool,), True),
         "tests_are_read_only": ((bool,), True),
@@ -135,6 +144,17 @@ VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
         lambda v: all(isinstance(c, str) and c for c in v),
         "a list of agent type names",
     ),
+    ("delivery", "lease_ttl_s"): (lambda v: 60 <= v <= 7 * 86400, "60 to 604800 seconds"),
+    ("run_plan", "worker"): (
+        lambda v: all(isinstance(w, str) and w for w in v),
+        "an argv list of non-empty strings, such as ['python3', 'worker.py']",
+    ),
+    ("run_plan", "env"): (
+        lambda v: all(isinstance(k, str) and isinstance(w, str) for k, w in v.items()),
+        "a table of environment variables with string values",
+    ),
+    ("run_plan", "timeout_s"): (lambda v: 0 < v <= 86400, "1 to 86400 seconds"),
+    ("run_plan", "max_parallel"): (lambda v: 1 <= v <= 64, "1 to 64"),
     ("ulysses", "checkpoint_max_file_mb"): (lambda v: 0 < v <= 4096, "1 to 4096 megabytes"),
     ("protocols", "mcp_server_name"): (
         lambda v: 0 < len(v) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-") for c in v),
@@ -151,6 +171,8 @@ EXECUTABLE_KEYS: frozenset[tuple[str, str]] = frozenset(
         ("validators", "node"),
         ("validators", "shell"),
         ("validators", "path"),
+        ("run_plan", "worker"),
+        ("run_plan", "env"),
     }
 )
 # A validator must end before the host abandons the tool call that runs it.

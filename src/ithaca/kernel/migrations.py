@@ -34,6 +34,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_schema:KNOWLEDGE_V1"),
     Migration(6, "delivery.initial", "ithaca.delivery.schema:DELIVERY_V1"),
     Migration(7, "ultragoal.initial", "ithaca.ultragoal.schema:ULTRAGOAL_V1"),
+    Migration(8, "delivery.ledger", "ithaca.delivery.ledger_schema:LEDGER_V1"),
+    Migration(9, "delivery.sessions", "ithaca.delivery.sessions_schema:DELIVERY_SESSIONS_V1"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -37,6 +37,8 @@ from ithaca.delivery.archive import ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA
 from ithaca.delivery.checkpoints import CHECKPOINT_DESCRIPTION, CHECKPOINT_SCHEMA
 from ithaca.delivery.context import CONTEXT_DESCRIPTION, CONTEXT_SCHEMA
 from ithaca.delivery.doctor import DOCTOR_DESCRIPTION, DOCTOR_SCHEMA
+from ithaca.delivery.sessions import SESSION_DESCRIPTION, SESSION_SCHEMA
+from ithaca.delivery.sync import SYNC_DESCRIPTION, SYNC_SCHEMA
 from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 from ithaca.kernel.errors import IthacaError, invalid_field
 from ithaca.mcp import debugging
@@ -144,6 +146,8 @@ DELIVERY_TOOLS: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
     ("record", RECORD_DESCRIPTION, RECORD_SCHEMA, False),
     ("checkpoint", CHECKPOINT_DESCRIPTION, CHECKPOINT_SCHEMA, False),
     ("archive", ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA, False),
+    ("sync", SYNC_DESCRIPTION, SYNC_SCHEMA, False),
+    ("session", SESSION_DESCRIPTION, SESSION_SCHEMA, False),
     ("doctor", DOCTOR_DESCRIPTION, DOCTOR_SCHEMA, False),
 )
 

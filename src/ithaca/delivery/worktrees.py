@@ -1,0 +1,242 @@
+"""One Git worktree per execution session, bound to the one central ``.ithaca`` (§9.2).
+
+A session works in ``.ithaca/.runtime/worktrees/<sid>/`` on its own branch, so parallel
+workers never share a checkout. Its ``.ithaca`` is a symlink to the central state root:
+every Ithaca command run there reaches the same store. Git must never see that link nor
+the tracked ``.ithaca/`` files through it, so the worktree checks out everything except
+``/.ithaca/`` (sparse, no cone) and ignores ``/.ithaca`` through a per-worktree excludes
+file (``sessions/<sid>/exclude``: that line plus the user's global excludes). The main
+checkout's own ignore rules stay untouched, so new team files under ``.ithaca/`` stay
+visible there, and a worker's commits cannot contain ``.ithaca/``.
+
+A worktree is only handed out when ``git status --porcelain`` is empty in it and Git
+ignores the link; otherwise it is rolled back and the acquire fails with
+``WORKTREE_UNSAFE``. Removing one is conservative: only a clean worktree whose HEAD is
+already in the target branch goes, the link first (so nothing can follow it), then the
+worktree and its merged branch; anything else is kept and the caller says why
+(``dirty`` or ``not_integrated``). Work is never discarded.
+
+Git fails instead of waiting when two processes add worktrees at once, so spawns take
+turns under ``.runtime/worktrees.lock`` (``creation_lock``). Branch names are
+``ithaca/<task>/<sid>``; a ``.`` in a task id becomes ``_`` there,
+because Git refuses some dotted names (``a..b``, ``x.lock``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ithaca.kernel.errors import Conflict, Refused
+from ithaca.kernel.files import write_atomic
+from ithaca.kernel.project import STATE_DIR_NAME, Project
+
+MIN_GIT = (2, 36)
+GIT_TIMEOUT_S = 120
+WORKTREES = "worktrees"
+SESSIONS = "sessions"
+EXCLUDE_LINE = "/.ithaca"
+LOCK_NAME = "worktrees.lock"
+
+
+class GitFailed(Exception):
+    """A Git command failed; the message holds its error output."""
+
+
+def git(cwd: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``git -C cwd args…`` (never through a shell)."""
+    done = subprocess.run(
+        ["git", "-C", cwd, *args],
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    if check and done.returncode != 0:
+        raise GitFailed(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+    return done
+
+
+def git_version() -> tuple[int, ...] | None:
+    try:
+        done = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = done.stdout.split()
+    if done.returncode != 0 or len(words) < 3:
+        return None
+    parts = []
+    for piece in words[2].split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts) or None
+
+
+def git_ready() -> bool:
+    found = git_version()
+    return found is not None and found >= MIN_GIT
+
+
+def require_git() -> None:
+    if not git_ready():
+        raise Refused(
+            "GIT_PREREQUISITE_MISSING",
+            f"session worktrees need Git {'.'.join(map(str, MIN_GIT))} or newer",
+            {"found": ".".join(map(str, git_version() or ())) or None},
+        )
+
+
+def head(path: str) -> str | None:
+    """The commit checked out at ``path``, None when there is none (or no repository)."""
+    try:
+        done = git(path, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def main_head(project: Project) -> str:
+    """The main checkout's HEAD commit, which new branches start from."""
+    found = head(project.root)
+    if found is None:
+        raise Refused(
+            "GIT_PREREQUISITE_MISSING",
+            f"{project.root} has no commit to branch a worktree from; commit first",
+            {"root": project.root},
+        )
+    return found
+
+
+def branch_name(task_id: str, session_id: str) -> str:
+    return f"ithaca/{task_id.replace('.', '_')}/{session_id}"
+
+
+def path_for(project: Project, name: str) -> str:
+    return os.path.join(project.runtime, WORKTREES, name)
+
+
+@contextmanager
+def creation_lock(project: Project) -> Iterator[None]:
+    """Hold the project's worktree lock: Git fails rather than waits when two processes
+    add worktrees at once (both write the repository's config and worktree records), so
+    session spawns take turns."""
+    os.makedirs(project.runtime, exist_ok=True)
+    lock = os.path.join(project.runtime, LOCK_NAME)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def create(project: Project, name: str, branch: str, base: str, *, link: bool) -> str:
+    """A new worktree ``worktrees/<name>`` on ``branch`` (made from ``base`` when it does
+    not exist yet), checked out without ``.ithaca/``, with the central state linked in
+    when ``link``; its path. Anything short of a clean, safe worktree is undone (a branch
+    it made included): ``Conflict`` ``WORKTREE_UNSAFE``."""
+    path = path_for(project, name)
+    existing = git(project.root, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False)
+    made_branch = existing.returncode != 0
+    start = ["-b", branch, path, base] if made_branch else [path, branch]
+    try:
+        git(project.root, "worktree", "add", "--no-checkout", *start)
+    except GitFailed as exc:
+        raise _unsafe(path, str(exc)) from exc
+    try:
+        _prepare(project, name, path, branch, link=link)
+    except (GitFailed, OSError, subprocess.SubprocessError) as exc:
+        discard(project, path, branch if made_branch else None)
+        raise _unsafe(path, str(exc)) from exc
+    return path
+
+
+def _prepare(project: Project, name: str, path: str, branch: str, *, link: bool) -> None:
+    configured = git(project.root, "config", "--get", "extensions.worktreeConfig", check=False)
+    if configured.stdout.strip() != "true":
+        git(project.root, "config", "extensions.worktreeConfig", "true")
+    git(path, "config", "--worktree", "sparse.expectFilesOutsideOfPatterns", "true")
+    git(path, "sparse-checkout", "set", "--no-cone", "/*", f"!/{STATE_DIR_NAME}/")
+    git(path, "checkout", "-q", branch)
+    exclude = os.path.join(project.runtime, SESSIONS, name, "exclude")
+    write_atomic(project.runtime, f"{SESSIONS}/{name}/exclude", _excludes(project))
+    git(path, "config", "--worktree", "core.excludesFile", exclude)
+    if link:
+        os.symlink(os.path.realpath(project.state_root), os.path.join(path, STATE_DIR_NAME))
+    if git(path, "status", "--porcelain").stdout.strip():
+        raise GitFailed("the new worktree is not clean")
+    if (
+        link
+        and git(path, "check-ignore", "-q", "--no-index", STATE_DIR_NAME, check=False).returncode
+    ):
+        raise GitFailed(f"Git does not ignore the {STATE_DIR_NAME} link")
+
+
+def _excludes(project: Project) -> str:
+    """``/.ithaca`` plus the user's global excludes, which a per-worktree file replaces."""
+    lines = [EXCLUDE_LINE]
+    configured = git(project.root, "config", "--path", "core.excludesFile", check=False)
+    default = os.path.join(
+        os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config"),
+        "git",
+        "ignore",
+    )
+    source = configured.stdout.strip() or default
+    try:
+        with open(source, encoding="utf-8", errors="replace") as stream:
+            lines += [line.rstrip("\n") for line in stream]
+    except OSError:
+        pass
+    return "\n".join(lines) + "\n"
+
+
+def _unsafe(path: str, problem: str) -> Conflict:
+    return Conflict(
+        "WORKTREE_UNSAFE",
+        f"the session worktree could not be made safe ({problem}); nothing was kept",
+        {"worktree": path, "problem": problem},
+    )
+
+
+def preserved_reason(path: str, target: str) -> str | None:
+    """Why the worktree at ``path`` must stay: ``dirty`` (uncommitted or untracked
+    files), ``not_integrated`` (its HEAD is not in ``target``), or None."""
+    if not os.path.isdir(path):
+        return None
+    if git(path, "status", "--porcelain", check=False).stdout.strip():
+        return "dirty"
+    found = head(path)
+    if found is None:
+        return "not_integrated"
+    ancestor = git(path, "merge-base", "--is-ancestor", found, target, check=False)
+    return None if ancestor.returncode == 0 else "not_integrated"
+
+
+def remove(project: Project, path: str, branch: str | None) -> None:
+    """Unlink ``.ithaca`` first, then remove the worktree and its branch; the caller has
+    checked (``preserved_reason``) that the branch is merged into its target, which need
+    not be the main HEAD ``git branch -d`` would compare with."""
+    link = os.path.join(path, STATE_DIR_NAME)
+    if os.path.islink(link):
+        os.unlink(link)
+    git(project.root, "worktree", "remove", path)
+    if branch:
+        git(project.root, "branch", "-D", branch, check=False)
+
+
+def discard(project: Project, path: str, branch: str | None) -> None:
+    """Undo a worktree this process just made and nobody has used: the link, the folder,
+    and ``branch`` when the worktree made it."""
+    link = os.path.join(path, STATE_DIR_NAME)
+    if os.path.islink(link):
+        os.unlink(link)
+    git(project.root, "worktree", "remove", "--force", path, check=False)
+    git(project.root, "worktree", "prune", check=False)
+    if branch is not None:
+        git(project.root, "branch", "-D", branch, check=False)
