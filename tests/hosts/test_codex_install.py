@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ithaca.hosts import install_codex
+from ithaca.hosts import install_server
 from ithaca.hosts.install_codex import CODEX_EVENTS, DEGRADED, hook_command, install, uninstall
 from ithaca.kernel.errors import Conflict, InvalidInput
 
@@ -76,7 +76,7 @@ def test_uninstall_leaves_the_users_config_byte_identical(user_files):
     assert (user_files / CONFIG).read_bytes() != before[CONFIG]
     report = uninstall(user_files)
     assert (user_files / CONFIG).read_bytes() == before[CONFIG]
-    assert json.loads((user_files / HOOKS).read_bytes()) == json.loads(before[HOOKS])
+    assert (user_files / HOOKS).read_bytes() == before[HOOKS]
     assert "mcp server ithaca" in report.removed and "feature codex_hooks" in report.removed
     assert not (user_files / ".ithaca/.runtime/installs/codex.json").exists()
 
@@ -98,10 +98,14 @@ def test_a_second_install_changes_nothing(user_files):
     assert (user_files / CONFIG).read_bytes() == (FIXTURES / "config-user.toml").read_bytes()
 
 
-def test_a_moved_ithaca_replaces_its_own_table_and_hooks(user_files, monkeypatch):
+def test_a_moved_ithaca_replaces_its_own_table_and_hooks(user_files, tmp_path, monkeypatch):
     install(user_files)
-    moved = {"command": "/opt/ithaca/bin/ithaca", "args": ["mcp"]}
-    monkeypatch.setattr(install_codex, "_mcp_entry", lambda: moved)
+    script = tmp_path / "opt" / "ithaca"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    moved = {"command": str(script), "args": ["mcp"]}
+    monkeypatch.setattr(install_server, "mcp_entry", lambda: moved)
     install(user_files)
     assert config(user_files)["mcp_servers"]["ithaca"] == moved
     assert (user_files / CONFIG).read_text().count("[mcp_servers.ithaca]") == 1

@@ -14,13 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ithaca
 from ithaca.hosts.install_claude import (
     CLAUDE_EVENTS,
+    DEGRADED,
     hook_command,
     install,
     uninstall,
 )
-from ithaca.kernel.canon import canonical, digest_bytes
+from ithaca.kernel.canon import canonical, digest, digest_bytes
 from ithaca.kernel.clock import parse
 from ithaca.kernel.errors import Conflict, InvalidInput
 
@@ -39,12 +41,20 @@ def manifest_server(root: Path) -> str | None:
     return json.loads(path.read_text())["serverName"] if path.is_file() else None
 
 
+REAL_PYTHON = sys.executable
+
+
 def make_bin(folder: Path) -> Path:
-    """A folder holding an interpreter and Ithaca's two console scripts, like a venv's bin."""
+    """A folder holding an interpreter (this one, under another path, so the install's
+    preflight can run its hook) and Ithaca's two console scripts, like a venv's bin."""
     folder.mkdir(parents=True)
-    for name in ("python", "ithaca", "ithaca-hook"):
+    for name, text in (
+        ("python", f'#!/bin/sh\nexec {shlex.quote(REAL_PYTHON)} "$@"\n'),
+        ("ithaca", "#!/bin/sh\n"),
+        ("ithaca-hook", "#!/bin/sh\n"),
+    ):
         script = folder / name
-        script.write_text("#!/bin/sh\n")
+        script.write_text(text)
         script.chmod(0o755)
     return folder
 
@@ -229,7 +239,9 @@ def test_uninstall_gives_back_the_settings_the_user_had(
 
     report = uninstall(root)
 
-    assert settings_of(root) == fixture(settings_fixture)
+    assert (root / ".claude" / "settings.json").read_bytes() == (
+        FIXTURES / settings_fixture
+    ).read_bytes()
     assert load(root / ".mcp.json") == {}
     assert sorted(report.removed) == sorted(
         [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", f"env {CAP}", *SHIPPED_LABELS]
@@ -286,6 +298,7 @@ def test_uninstall_without_a_manifest_removes_nothing(tmp_path: Path) -> None:
         "unchanged": [],
         "files": [],
         "notes": [],
+        "degraded": [],
     }
     after = (root / ".claude" / "settings.json").read_bytes(), (root / ".mcp.json").read_bytes()
     assert after == before
@@ -376,7 +389,7 @@ def test_uninstall_refuses_malformed_settings_and_keeps_the_manifest(tmp_path: P
     assert manifest_server(root) == "ithaca"
 
 
-def test_an_empty_settings_file_reads_as_no_settings(tmp_path: Path) -> None:
+def test_an_empty_settings_file_reads_as_no_settings_and_comes_back_empty(tmp_path: Path) -> None:
     root = project_with(tmp_path)
     (root / ".claude").mkdir()
     (root / ".claude" / "settings.json").write_text("")
@@ -385,7 +398,7 @@ def test_an_empty_settings_file_reads_as_no_settings(tmp_path: Path) -> None:
     assert list(settings_of(root)["hooks"]) == EVENTS
     uninstall(root)
 
-    assert settings_of(root) == {}
+    assert (root / ".claude" / "settings.json").read_text() == ""
 
 
 def test_a_manifest_missing_its_fields_is_refused_and_nothing_removed(tmp_path: Path) -> None:
@@ -425,6 +438,19 @@ def test_manifest_records_every_added_entry_in_canonical_json(
     manifest = json.loads(raw)
     assert raw == canonical(manifest) + b"\n"
     parse(manifest.pop("installedAt"))
+    assert manifest.pop("degraded") == list(DEGRADED)
+    provenance = manifest.pop("provenance")
+    assert provenance["python"] == str(hermetic / "python")
+    assert provenance["ithacaVersion"] == ithaca.__version__
+    assert provenance["sha256"] == digest(provenance["entries"])
+    assert [(entry["label"], entry["path"]) for entry in provenance["entries"]] == [
+        *((f"hook {event}", ".claude/settings.json") for event in EVENTS),
+        ("mcp server ithaca", ".mcp.json"),
+        ("skill ulysses", SKILL),
+        ("skill ultragoal", ULTRAGOAL_SKILL),
+        ("agent code-reviewer", AGENT),
+        (f"env {CAP}", ".claude/settings.json"),
+    ]
     assert manifest == {
         "host": "claude",
         "serverName": "ithaca",
@@ -446,6 +472,7 @@ def test_manifest_records_every_added_entry_in_canonical_json(
         ],
         "agents": [{"path": AGENT, "sha256": digest_bytes((root / AGENT).read_bytes())}],
         "stopHookBlockCap": {"set": True, "value": "12", "createdEnv": True},
+        "originals": {},
     }
     assert not (root / ".ithaca").exists()
 
@@ -527,7 +554,9 @@ user_settings = st.builds(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(original=user_settings)
-def test_any_user_settings_survive_install_reinstall_and_uninstall(original: dict) -> None:
+def test_any_user_settings_come_back_byte_for_byte_after_install_and_uninstall(
+    original: dict,
+) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / ".claude").mkdir()
@@ -540,7 +569,7 @@ def test_any_user_settings_survive_install_reinstall_and_uninstall(original: dic
         assert settings_file.read_bytes() == once
         uninstall(root)
 
-        assert load(settings_file) == original
+        assert settings_file.read_text() == json.dumps(original)
 
 
 def test_install_adds_the_ulysses_skill_and_uninstall_takes_it_back(tmp_path: Path) -> None:

@@ -5,12 +5,11 @@ Claude Code reads hooks from ``.claude/settings.json`` and project MCP servers f
 committed, and hold the user's own hooks and servers), so the installer merges its
 entries in place and never reorders, rewrites or removes anything else.
 
-Ownership is decided by a provenance manifest, never by guessing which commands look
-like Ithaca's: ``<state root>/.runtime/installs/claude.json`` lists every hook and the MCP
-entry an install added. Uninstall removes what it lists; a later install replaces the
-listed entries in place, so moving the Ithaca executable never leaves stale or duplicate
-hooks behind. The manifest also names the MCP server, which is how the hook and MCP code
-learn the ``mcp__<server>__…`` prefix of Ithaca's own tools.
+Ownership is decided by the install manifest, never by guessing which commands look like
+Ithaca's: ``<state root>/.runtime/installs/claude.json`` lists every hook and the MCP entry
+an install added. Uninstall removes what it lists; a later install replaces the listed
+entries in place, so moving the Ithaca executable never leaves stale or duplicate hooks
+behind.
 
 It also copies the skills and the Ultragoal reviewer agent Ithaca ships into
 ``.claude/skills/`` and ``.claude/agents/``. The manifest keeps each file's digest: a file
@@ -24,33 +23,48 @@ kept, and the manifest records whether Ithaca wrote the value and what it replac
 uninstall puts back exactly what was there, and only while the value is still Ithaca's.
 
 Everything is read and checked before anything is written, so a refusal (malformed
-JSON, a server name taken by another program, an unsafe path) changes nothing.
+JSON, a server name taken by another program, an unsafe path) changes nothing; the
+writes themselves are staged, preflighted and swapped in together (``install_staged``),
+and the manifest records their provenance (``install_manifest``).
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import re
-import shlex
-import sys
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ithaca.hosts import install_server, install_transaction
+from ithaca.hosts.install_files import (
+    file_bytes,
+    object_at,
+    originals,
+    pretty,
+    read_json_document,
+    read_json_object,
+    restored_text,
+)
+from ithaca.hosts.install_hooks import HostEvent, place_hooks, remove_listed_hooks
+from ithaca.hosts.install_hooks import hook_command as host_hook_command
+from ithaca.hosts.install_manifest import (
+    file_entry,
+    hook_entry,
+    provenance,
+    read_manifest,
+    value_entry,
+)
+from ithaca.hosts.install_report import InstallReport
+from ithaca.hosts.install_staged import Staged, staging
+from ithaca.hosts.install_transaction import commit_install, roots
 from ithaca.kernel import clock
-from ithaca.kernel.canon import canonical, digest_bytes, digest_excluding
-from ithaca.kernel.errors import Conflict, InvalidInput, invalid_field
-from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
-from ithaca.kernel.project import RUNTIME_DIR_NAME, STATE_DIR_NAME
+from ithaca.kernel.canon import digest_bytes
+from ithaca.kernel.errors import Conflict, invalid_field
+from ithaca.kernel.files import resolve_confined
 from ithaca.ultragoal import hostcap
 
 HOST = "claude"
 SETTINGS_RELPATH = ".claude/settings.json"
 MCP_RELPATH = ".mcp.json"
-MANIFEST_RELPATH = f"{RUNTIME_DIR_NAME}/installs/{HOST}.json"
 SKILLS_RELPATH = ".claude/skills"
 AGENTS_RELPATH = ".claude/agents"
 # Skills shipped in the ``ithaca.skills`` package, installed as ``.claude/skills/<name>/``.
@@ -58,11 +72,16 @@ SKILLS = ("ulysses", "ultragoal")
 # Subagents shipped as ``ithaca.skills/agents/<name>.md``, installed as
 # ``.claude/agents/<name>.md``: the reviewer the ultragoal skill starts.
 AGENTS = ("code-reviewer",)
-SERVER_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A whole Ultragoal no-progress run: ``max_iterations`` blocks, one wait and one error block.
 STOP_CAP_HEADROOM = 2
 CAP_LABEL = f"env {hostcap.VARIABLE}"
 _ABSENT: Any = object()  # a setting the file does not hold (JSON null is a value)
+
+DEGRADED: tuple[str, ...] = (
+    "failed hooks let the tool run: a hook that runs past its timeout (PreToolUse: 5 s) or"
+    " exits non-zero other than 2 does not block the call; Ithaca's own errors inside a"
+    " hook are answered by its failure policy",
+)
 
 
 class Bundled(NamedTuple):
@@ -106,14 +125,6 @@ BUNDLED: tuple[Bundled, ...] = (
 )
 
 
-class HostEvent(NamedTuple):
-    """One hook event Ithaca registers: its name, tool matcher (None: none) and timeout."""
-
-    event: str
-    matcher: str | None
-    timeout: int
-
-
 CLAUDE_EVENTS: tuple[HostEvent, ...] = (
     HostEvent("SessionStart", None, 10),
     HostEvent("UserPromptSubmit", None, 10),
@@ -127,40 +138,9 @@ CLAUDE_EVENTS: tuple[HostEvent, ...] = (
 )
 
 
-@dataclass
-class InstallReport:
-    """What an install or uninstall did: entry labels, the files it wrote or removed, and
-    notes on settings it left as the user had them."""
-
-    added: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, list[str]]:
-        return asdict(self)
-
-
 def hook_command(event: str) -> str:
-    """The shell command Claude Code runs for ``event``.
-
-    It starts this interpreter with ``-S`` and puts only Ithaca's own folder on the path:
-    a hook needs nothing else from site-packages, and skipping ``site`` (with the ``.pth``
-    files a virtual environment accumulates) saves a noticeable share of every tool call.
-    ``-P`` keeps the project folder the hook runs in off the path, so a file there cannot
-    stand in for a standard module. The same entry point is available as the
-    ``ithaca-hook`` console script.
-    """
-    import ithaca
-
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(ithaca.__file__)))
-    bootstrap = (
-        f"import sys; sys.path.insert(0, {json.dumps(package_root)}); "
-        "from ithaca.hosts.main import run; run()"
-    )
-    python = os.path.abspath(sys.executable)
-    return shlex.join([python, "-S", "-P", "-c", bootstrap, HOST, event])
+    """The shell command Claude Code runs for ``event`` (see ``install_hooks``)."""
+    return host_hook_command(event, HOST)
 
 
 def install(
@@ -174,46 +154,25 @@ def install(
     project and record them. The cap is ``max_iterations_default + 2`` unless
     ``stop_hook_block_cap`` (0: no cap) overrides it, which also replaces a value the
     project already had."""
-    if not SERVER_NAME_PATTERN.fullmatch(server_name):
-        raise invalid_field(
-            "/serverName",
-            "INVALID_SERVER_NAME",
-            f"server name {server_name!r} must be 1-64 letters, digits, '_' or '-'",
-        )
+    install_server.check_server_name(server_name)
     if stop_hook_block_cap is not None and stop_hook_block_cap < 0:
         raise invalid_field(
             "/stopHookBlockCap",
             "INVALID_STOP_HOOK_BLOCK_CAP",
             f"stop hook block cap {stop_hook_block_cap} must be a whole number (0: no cap)",
         )
-    root = Path(os.path.abspath(project_root))
-    state_root = _state_root(root)
-    previous = _read_manifest(state_root)
-    settings = _read_json_object(root, SETTINGS_RELPATH) or {}
-    mcp = _read_json_object(root, MCP_RELPATH) or {}
+    root, state = roots(project_root)
+    previous = _read_manifest(state)
+    settings, settings_text = read_json_document(root, SETTINGS_RELPATH)
+    mcp, mcp_text = read_json_document(root, MCP_RELPATH)
     settings_before = copy.deepcopy(settings)
     mcp_before = copy.deepcopy(mcp)
-    report = InstallReport()
+    report = InstallReport(degraded=list(DEGRADED))
 
-    entry = _mcp_entry()
+    entry = install_server.mcp_entry()
     _register_server(mcp, server_name, entry, previous, root / MCP_RELPATH, report)
     settings_path = root / SETTINGS_RELPATH
-    hooks = _object_at(settings, "hooks", settings_path, create=True)
-    installed: list[dict[str, Any]] = []
-    for spec in CLAUDE_EVENTS:
-        command = hook_command(spec.event)
-        groups = _event_groups(hooks, spec.event, settings_path, create=True)
-        assert groups is not None  # created when missing
-        _place_hook(groups, spec, command, _listed_commands(previous, spec.event), report)
-        installed.append(
-            {
-                "event": spec.event,
-                "matcher": spec.matcher,
-                "command": command,
-                "timeout": spec.timeout,
-            }
-        )
-
+    installed = place_hooks(settings, settings_path, CLAUDE_EVENTS, HOST, previous, report)
     if stop_hook_block_cap is None:
         wanted, override = str(max_iterations_default + STOP_CAP_HEADROOM), False
     else:
@@ -237,84 +196,70 @@ def install(
             for kind in KIND_LABELS
         },
         "stopHookBlockCap": stop_cap,
+        "originals": originals(previous, {SETTINGS_RELPATH: settings_text, MCP_RELPATH: mcp_text}),
+        "degraded": list(DEGRADED),
+        "provenance": provenance(
+            _entries(settings, mcp, server_name, installed, bundled, stop_cap["set"])
+        ),
         "installedAt": clock.now(),
     }
-    if settings != settings_before:
-        _write(root, SETTINGS_RELPATH, _pretty(settings), report)
-    if mcp != mcp_before:
-        _write(root, MCP_RELPATH, _pretty(mcp), report)
-    for item, data in bundled:
-        if _file_bytes(root / item.relpath) != data:
-            _write(root, item.relpath, data, report)
-    if previous is None or digest_excluding(previous, "installedAt") != digest_excluding(
-        manifest, "installedAt"
-    ):
-        _write(state_root, MANIFEST_RELPATH, canonical(manifest) + b"\n", report)
+    with staging(HOST) as staged:
+        if settings != settings_before:
+            staged.write(root, SETTINGS_RELPATH, pretty(settings))
+        if mcp != mcp_before:
+            staged.write(root, MCP_RELPATH, pretty(mcp))
+        for item, data in bundled:
+            if file_bytes(root / item.relpath) != data:
+                staged.write(root, item.relpath, data)
+        commit_install(staged, HOST, root, previous, manifest, report)
     _note_local_cap(root, stop_cap["value"], report)
     return report
 
 
 def uninstall(project_root: Path) -> InstallReport:
     """Remove exactly the entries the manifest lists, then the manifest itself."""
-    root = Path(os.path.abspath(project_root))
-    state_root = _state_root(root)
-    manifest = _read_manifest(state_root)
-    report = InstallReport()
-    if manifest is None:
-        return report
-    settings_relpath, mcp_relpath = manifest["settingsPath"], manifest["mcpPath"]
-    settings = _read_json_object(root, settings_relpath)
-    mcp = _read_json_object(root, mcp_relpath)
+    return install_transaction.uninstall(project_root, HOST, _read_manifest, _take_back)
 
-    settings_changed = settings is not None and _remove_listed_hooks(
+
+def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: InstallReport) -> None:
+    settings_relpath, mcp_relpath = manifest["settingsPath"], manifest["mcpPath"]
+    settings = read_json_object(root, settings_relpath)
+    mcp = read_json_object(root, mcp_relpath)
+    settings_changed = settings is not None and remove_listed_hooks(
         settings, manifest["hooks"], root / settings_relpath, report
     )
     stop_cap = manifest.get("stopHookBlockCap")
     if settings is not None and stop_cap is not None and stop_cap["set"]:
-        restored = _restore_stop_cap(settings, stop_cap, root / settings_relpath, report)
-        settings_changed = restored or settings_changed
+        cap_restored = _restore_stop_cap(settings, stop_cap, root / settings_relpath, report)
+        settings_changed = cap_restored or settings_changed
     mcp_changed = mcp is not None and _remove_listed_server(
         mcp, manifest["serverName"], manifest["mcpEntry"], root / mcp_relpath, report
     )
     if settings is not None and settings_changed:
-        _write(root, settings_relpath, _pretty(settings), report)
+        staged.write(root, settings_relpath, restored_text(settings, manifest, settings_relpath))
     if mcp is not None and mcp_changed:
-        _write(root, mcp_relpath, _pretty(mcp), report)
+        staged.write(root, mcp_relpath, restored_text(mcp, manifest, mcp_relpath))
     for kind in KIND_LABELS:
-        _remove_listed_files(root, kind, manifest.get(kind, []), report)
-    remove_confined(state_root, MANIFEST_RELPATH)
-    report.files.append(str(state_root / MANIFEST_RELPATH))
-    return report
+        _remove_listed_files(staged, root, kind, manifest.get(kind, []), report)
 
 
-def _state_root(project_root: Path) -> Path:
-    override = os.environ.get("ITHACA_DIR")
-    return Path(os.path.abspath(override)) if override else project_root / STATE_DIR_NAME
-
-
-def _console_script(name: str) -> str | None:
-    """The absolute path of an installed console script, preferring this interpreter's."""
-    beside = Path(os.path.abspath(sys.executable)).with_name(name)
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    import shutil  # imported here: shutil pulls in compression modules at import time
-
-    found = shutil.which(name)
-    return os.path.abspath(found) if found else None
-
-
-def _mcp_entry() -> dict[str, Any]:
-    script = _console_script("ithaca")
-    if script is None:
-        return {"command": os.path.abspath(sys.executable), "args": ["-m", "ithaca", "mcp"]}
-    return {"command": script, "args": ["mcp"]}
-
-
-def _listed_commands(manifest: dict[str, Any] | None, event: str) -> set[str]:
-    """The commands a manifest lists for ``event``: Ithaca's own, whatever their path."""
-    if manifest is None:
-        return set()
-    return {item["command"] for item in manifest["hooks"] if item["event"] == event}
+def _entries(
+    settings: dict[str, Any],
+    mcp: dict[str, Any],
+    server_name: str,
+    installed: list[dict[str, Any]],
+    bundled: list[tuple[Bundled, bytes]],
+    cap_set: bool,
+) -> list[dict[str, Any]]:
+    """The provenance entries of what this install placed, read from the documents."""
+    entries = [hook_entry(SETTINGS_RELPATH, settings, i["event"], i["command"]) for i in installed]
+    server_key = ["mcpServers", server_name]
+    entries.append(value_entry("json", f"mcp server {server_name}", MCP_RELPATH, server_key, mcp))
+    entries += [file_entry(item.label, item.relpath, data) for item, data in bundled]
+    if cap_set:
+        cap_key = ["env", hostcap.VARIABLE]
+        entries.append(value_entry("json", CAP_LABEL, SETTINGS_RELPATH, cap_key, settings))
+    return entries
 
 
 def _register_server(
@@ -326,14 +271,14 @@ def _register_server(
     report: InstallReport,
 ) -> None:
     """Add Ithaca's server under ``server_name``, replacing only a previous install's entry."""
-    servers = _object_at(mcp, "mcpServers", mcp_path, create=True)
+    servers = object_at(mcp, "mcpServers", mcp_path, create=True)
     label = f"mcp server {server_name}"
     current = servers.get(server_name)
     ours_before = previous["mcpEntry"] if previous else None
     if current is None:
         servers[server_name] = entry
         report.added.append(label)
-    elif _same_server(current, entry):
+    elif install_server.same_server(current, entry):
         report.unchanged.append(label)
     elif previous and previous["serverName"] == server_name and current == ours_before:
         servers[server_name] = entry
@@ -353,51 +298,6 @@ def _register_server(
             report.removed.append(f"mcp server {old_name}")
 
 
-def _same_server(current: Any, entry: dict[str, Any]) -> bool:
-    return (
-        isinstance(current, dict)
-        and current.get("command") == entry["command"]
-        and current.get("args", []) == entry["args"]
-    )
-
-
-def _place_hook(
-    groups: list[Any],
-    spec: HostEvent,
-    command: str,
-    previous_commands: set[str],
-    report: InstallReport,
-) -> None:
-    """Put Ithaca's hook for one event in place, keeping the position an earlier one held.
-
-    A hook already running ``command`` is kept; otherwise the first hook a previous
-    install listed is rewritten in place; otherwise a new matcher group is appended.
-    Every other copy of Ithaca's hook for this event is removed.
-    """
-    desired = {"type": "command", "command": command, "timeout": spec.timeout}
-    label = f"hook {spec.event}"
-    ithaca_commands = {command, *previous_commands}
-    ours = [hook for hook in _command_hooks(groups) if hook["command"] in ithaca_commands]
-    exact = [hook for hook in ours if hook["command"] == command]
-    kept = exact[0] if exact else (ours[0] if ours else None)
-    replaced = kept is not None and kept["command"] != command
-    if kept is None:
-        group: dict[str, Any] = {"hooks": [desired]}
-        if spec.matcher is not None:
-            group = {"matcher": spec.matcher, **group}
-        groups.append(group)
-        report.added.append(label)
-    elif kept == desired:
-        report.unchanged.append(label)
-    else:
-        kept.clear()
-        kept.update(desired)
-        report.added.append(label)
-    ours_ids = {id(hook) for hook in ours if hook is not kept}
-    if _remove_hooks(groups, lambda hook: id(hook) in ours_ids) or replaced:
-        report.removed.append(label)
-
-
 def _place_stop_cap(
     settings: dict[str, Any],
     wanted: str,
@@ -413,7 +313,7 @@ def _place_stop_cap(
     an override, a value of 0 or at least ``wanted`` is the project's to keep.
     """
     had_env = "env" in settings
-    env = _object_at(settings, "env", settings_path, create=True)
+    env = object_at(settings, "env", settings_path, create=True)
     current = env.get(hostcap.VARIABLE, _ABSENT)
     if previous is not None and previous["set"] and current == previous["value"]:
         own = previous.get("previous", _ABSENT)
@@ -452,7 +352,7 @@ def _restore_stop_cap(
     settings: dict[str, Any], record: dict[str, Any], settings_path: Path, report: InstallReport
 ) -> bool:
     """Put back the value Ithaca's cap replaced, if the cap is still Ithaca's; True if so."""
-    env = _object_at(settings, "env", settings_path, create=False)
+    env = object_at(settings, "env", settings_path, create=False)
     if env is None or env.get(hostcap.VARIABLE, _ABSENT) != record["value"]:
         report.unchanged.append(CAP_LABEL)
         return False
@@ -497,7 +397,7 @@ def _plan_bundled(
     for item in BUNDLED:
         data = files("ithaca.skills").joinpath(*item.resource).read_bytes()
         resolve_confined(root, item.relpath)
-        current = _file_bytes(root / item.relpath)
+        current = file_bytes(root / item.relpath)
         if current == data:
             report.unchanged.append(item.label)
         elif current is None or digest_bytes(current) == ours_before.get(item.relpath):
@@ -513,56 +413,20 @@ def _plan_bundled(
 
 
 def _remove_listed_files(
-    root: Path, kind: str, listed: list[dict[str, Any]], report: InstallReport
+    staged: Staged, root: Path, kind: str, listed: list[dict[str, Any]], report: InstallReport
 ) -> None:
-    """Remove each listed file that is still as installed, and folders left empty."""
+    """Stage the removal of each listed file still as installed, and of the folders that
+    leaves empty."""
     for item in listed:
         relpath = Path(item["path"])
         name = relpath.parent.name if kind == "skills" else relpath.stem
         label = f"{KIND_LABELS[kind]} {name}"
-        current = _file_bytes(root / relpath)
+        current = file_bytes(root / relpath)
         if current is None or digest_bytes(current) != item["sha256"]:
             report.unchanged.append(label)
             continue
-        remove_confined(root, item["path"])
+        staged.remove(root, item["path"], prune=True)
         report.removed.append(label)
-        report.files.append(str(root / relpath))
-        folder = (root / relpath).parent
-        while folder != root and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
-            folder = folder.parent
-
-
-def _file_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-
-
-def _remove_listed_hooks(
-    settings: dict[str, Any],
-    listed: list[dict[str, Any]],
-    settings_path: Path,
-    report: InstallReport,
-) -> bool:
-    """Remove each listed hook (by event and command); True if anything was removed."""
-    hooks = _object_at(settings, "hooks", settings_path, create=False)
-    if hooks is None:
-        return False
-    changed = False
-    for item in listed:
-        event, command = item["event"], item["command"]
-        groups = _event_groups(hooks, event, settings_path, create=False)
-        if groups is None or not _remove_hooks(groups, _runs(command)):
-            continue
-        changed = True
-        report.removed.append(f"hook {event}")
-        if not groups:
-            del hooks[event]
-    if changed and not hooks:
-        del settings["hooks"]
-    return changed
 
 
 def _remove_listed_server(
@@ -573,7 +437,7 @@ def _remove_listed_server(
     report: InstallReport,
 ) -> bool:
     """Remove Ithaca's server only if it still equals what was installed."""
-    servers = _object_at(mcp, "mcpServers", mcp_path, create=False)
+    servers = object_at(mcp, "mcpServers", mcp_path, create=False)
     if servers is None or server_name not in servers:
         return False
     label = f"mcp server {server_name}"
@@ -587,139 +451,12 @@ def _remove_listed_server(
     return True
 
 
-def _command_hooks(groups: list[Any]) -> list[dict[str, Any]]:
-    """Every well-formed command hook of an event, in file order; others are not ours."""
-    return [
-        hook
-        for group in groups
-        if _is_group(group)
-        for hook in group["hooks"]
-        if _is_command_hook(hook)
-    ]
+def _read_manifest(state: Path) -> dict[str, Any] | None:
+    return read_manifest(state, HOST, ("settingsPath", "mcpPath"), _cap_record_ok)
 
 
-def _remove_hooks(groups: list[Any], doomed: Callable[[dict[str, Any]], bool]) -> bool:
-    """Remove the command hooks ``doomed`` selects and the groups that leaves empty."""
-    emptied: set[int] = set()
-    removed = False
-    for group in filter(_is_group, groups):
-        kept = [hook for hook in group["hooks"] if not (_is_command_hook(hook) and doomed(hook))]
-        if len(kept) != len(group["hooks"]):
-            removed = True
-            group["hooks"][:] = kept
-            if not kept:
-                emptied.add(id(group))
-    groups[:] = [group for group in groups if id(group) not in emptied]
-    return removed
-
-
-def _runs(command: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda hook: hook["command"] == command
-
-
-def _is_group(group: Any) -> bool:
-    return isinstance(group, dict) and isinstance(group.get("hooks"), list)
-
-
-def _is_command_hook(hook: Any) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str)
-
-
-def _event_groups(
-    hooks: dict[str, Any], event: str, path: Path, *, create: bool
-) -> list[Any] | None:
-    if event not in hooks:
-        if not create:
-            return None
-        hooks[event] = []
-    groups = hooks[event]
-    if not isinstance(groups, list):
-        raise _invalid_settings(path, f"hooks.{event} is not a list of matcher groups")
-    return groups
-
-
-def _object_at(document: dict[str, Any], key: str, path: Path, *, create: bool) -> Any:
-    if key not in document:
-        if not create:
-            return None
-        document[key] = {}
-    value = document[key]
-    if not isinstance(value, dict):
-        raise _invalid_settings(path, f"{key!r} is not a JSON object")
-    return value
-
-
-def _read_manifest(state_root: Path) -> dict[str, Any] | None:
-    manifest = _read_json_object(state_root, MANIFEST_RELPATH)
-    if manifest is None:
-        return None
-    path = state_root / MANIFEST_RELPATH
-    hooks = manifest.get("hooks")
-    stop_cap = manifest.get("stopHookBlockCap")
-    well_formed = (
-        isinstance(manifest.get("serverName"), str)
-        and isinstance(manifest.get("settingsPath"), str)
-        and isinstance(manifest.get("mcpPath"), str)
-        and isinstance(manifest.get("mcpEntry"), dict)
-        and isinstance(hooks, list)
-        and all(
-            isinstance(item, dict)
-            and isinstance(item.get("event"), str)
-            and isinstance(item.get("command"), str)
-            for item in hooks
-        )
-        and (stop_cap is None or _is_cap_record(stop_cap))
-    )
-    if not well_formed:
-        raise _invalid_settings(path, "the install manifest lacks a field or has the wrong shape")
-    return manifest
-
-
-def _is_cap_record(record: Any) -> bool:
-    return isinstance(record, dict) and isinstance(record.get("set"), bool) and "value" in record
-
-
-def _read_json_object(root: Path, relpath: str) -> dict[str, Any] | None:
-    """The JSON object stored at ``relpath`` under ``root``; None if the file is absent.
-
-    The path is checked for symlinks here, before anything is written, so a refused
-    target can never leave an install half done. An empty file reads as ``{}``.
-    """
-    resolve_confined(root, relpath)
-    path = root / relpath
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as exc:
-        raise _invalid_settings(path, "the file is not UTF-8 text") from exc
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except ValueError as exc:
-        raise _invalid_settings(path, f"the file is not valid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise _invalid_settings(path, "the file does not hold a JSON object")
-    return value
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _write(root: Path, relpath: str, data: str | bytes, report: InstallReport) -> None:
-    write_atomic(root, relpath, data)
-    report.files.append(str(root / relpath))
-
-
-def _pretty(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-
-
-def _invalid_settings(path: Path, problem: str) -> InvalidInput:
-    return InvalidInput(
-        "INVALID_SETTINGS",
-        f"{path}: {problem}; nothing was written",
-        {"path": str(path), "problem": problem},
+def _cap_record_ok(manifest: dict[str, Any]) -> bool:
+    record = manifest.get("stopHookBlockCap")
+    return record is None or (
+        isinstance(record, dict) and isinstance(record.get("set"), bool) and "value" in record
     )

@@ -2,7 +2,7 @@
 
 Codex reads a project's MCP servers from ``.codex/config.toml`` (``[mcp_servers.<name>]``)
 and its hooks from ``.codex/hooks.json``. The hooks file has Claude Code's layout, so it
-is merged with the Claude installer's helpers. The TOML file is the user's, and the
+is merged as Claude Code's is (``install_hooks``). The TOML file is the user's, and the
 standard library reads TOML but cannot write it, so the installer never rewrites it: it
 adds text only (Ithaca's server table at the end, and ``codex_hooks = true`` under
 ``[features]`` when the user has not set that flag either way), checks with ``tomllib``
@@ -12,47 +12,47 @@ written and still means only that, so the rest of the file stays byte for byte.
 
 Ownership is decided by the manifest ``<state root>/.runtime/installs/codex.json``, as
 for Claude Code, which also lists the surfaces Codex offers less of than Claude Code
-(``DEGRADED``). Everything is read and checked before anything is written.
+(``DEGRADED``), and the provenance ``ithaca install --doctor`` checks. Everything is read
+and checked before anything is written; the writes are staged, preflighted and swapped in
+together (``install_staged``).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import shlex
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ithaca.hosts import install_claude
-from ithaca.hosts.install_claude import (
-    SERVER_NAME_PATTERN,
-    HostEvent,
-    InstallReport,
-    _event_groups,
-    _invalid_settings,
-    _mcp_entry,
-    _object_at,
-    _place_hook,
-    _pretty,
-    _read_json_object,
-    _remove_listed_hooks,
-    _same_server,
-    _state_root,
-    _write,
+from ithaca.hosts import install_server, install_transaction
+from ithaca.hosts.install_files import (
+    invalid_settings,
+    originals,
+    pretty,
+    read_json_document,
+    read_json_object,
+    read_text,
+    restored_text,
 )
+from ithaca.hosts.install_hooks import HostEvent, place_hooks, remove_listed_hooks
+from ithaca.hosts.install_hooks import hook_command as host_hook_command
+from ithaca.hosts.install_manifest import (
+    hook_entry,
+    provenance,
+    read_manifest,
+    value_entry,
+)
+from ithaca.hosts.install_report import InstallReport
+from ithaca.hosts.install_staged import Staged, staging
+from ithaca.hosts.install_transaction import commit_install, roots
 from ithaca.kernel import clock
-from ithaca.kernel.canon import canonical, digest_excluding
-from ithaca.kernel.errors import Conflict, invalid_field
-from ithaca.kernel.files import remove_confined, resolve_confined
-from ithaca.kernel.project import RUNTIME_DIR_NAME
+from ithaca.kernel.errors import Conflict
 
 HOST = "codex"
 CONFIG_RELPATH = ".codex/config.toml"
 HOOKS_RELPATH = ".codex/hooks.json"
-MANIFEST_RELPATH = f"{RUNTIME_DIR_NAME}/installs/{HOST}.json"
 FEATURE = "codex_hooks"  # ``hooks`` in recent Codex, which still reads this older name
 FEATURE_KEYS = (FEATURE, "hooks")
 
@@ -91,37 +91,29 @@ DEGRADED: tuple[str, ...] = (
 
 
 def hook_command(event: str) -> str:
-    """The shell command Codex runs for ``event``: Claude Code's, addressed to Codex."""
-    argv = shlex.split(install_claude.hook_command(event))
-    argv[-2] = HOST  # ``… run() <host> <event>``
-    return shlex.join(argv)
+    """The shell command Codex runs for ``event`` (see ``install_hooks``)."""
+    return host_hook_command(event, HOST)
 
 
 def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport:
     """Add Ithaca's MCP server and hooks to the project's ``.codex/`` and record them."""
-    if not SERVER_NAME_PATTERN.fullmatch(server_name):
-        raise invalid_field(
-            "/serverName",
-            "INVALID_SERVER_NAME",
-            f"server name {server_name!r} must be 1-64 letters, digits, '_' or '-'",
-        )
-    root = Path(os.path.abspath(project_root))
-    state_root = _state_root(root)
-    previous = _read_manifest(state_root)
+    install_server.check_server_name(server_name)
+    root, state = roots(project_root)
+    previous = _read_manifest(state)
     report = InstallReport()
-    config_before = _read_text(root, CONFIG_RELPATH)
+    config_before = read_text(root, CONFIG_RELPATH)
     config = _Toml(root / CONFIG_RELPATH, config_before)
-    entry = _mcp_entry()
+    entry = install_server.mcp_entry()
     _register_server(config, server_name, entry, previous, report)
     hooks_off = _enable_hooks(config, previous, report)
     if hooks_off:
         report.notes.append(hooks_off)
-    degraded = [*DEGRADED, hooks_off] if hooks_off else list(DEGRADED)
-    hooks_document = _read_json_object(root, HOOKS_RELPATH)
-    hooks_created = hooks_document is None
-    settings = hooks_document or {}
+    report.degraded = [*DEGRADED, hooks_off] if hooks_off else list(DEGRADED)
+    settings, hooks_text = read_json_document(root, HOOKS_RELPATH)
+    hooks_created = hooks_text is None
     settings_before = copy.deepcopy(settings)
-    installed = _place_hooks(settings, root / HOOKS_RELPATH, previous, report)
+    path = root / HOOKS_RELPATH
+    installed = place_hooks(settings, path, CODEX_EVENTS, HOST, previous, report)
 
     created = [
         relpath
@@ -130,6 +122,13 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
             (HOOKS_RELPATH, hooks_created),
         )
         if absent or relpath in (previous or {}).get("createdFiles", [])
+    ]
+    entries = [
+        *(hook_entry(HOOKS_RELPATH, settings, i["event"], i["command"]) for i in installed),
+        *(
+            value_entry("toml", item["label"], CONFIG_RELPATH, item["key"], config.meaning)
+            for item in config.additions
+        ),
     ]
     manifest = {
         "host": HOST,
@@ -140,47 +139,43 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
         "mcpEntry": entry,
         "configAdditions": config.additions,
         "createdFiles": created,
-        "degraded": degraded,
+        "originals": originals(previous, {HOOKS_RELPATH: hooks_text}),
+        "degraded": list(report.degraded),
+        "provenance": provenance(entries),
         "installedAt": clock.now(),
     }
-    if config.text != (config_before or ""):
-        _write(root, CONFIG_RELPATH, config.text, report)
-    if settings != settings_before or hooks_created:
-        _write(root, HOOKS_RELPATH, _pretty(settings), report)
-    if previous is None or digest_excluding(previous, "installedAt") != digest_excluding(
-        manifest, "installedAt"
-    ):
-        _write(state_root, MANIFEST_RELPATH, canonical(manifest) + b"\n", report)
+    with staging(HOST) as staged:
+        if config.text != (config_before or ""):
+            staged.write(root, CONFIG_RELPATH, config.text)
+        if settings != settings_before or hooks_created:
+            staged.write(root, HOOKS_RELPATH, pretty(settings))
+        commit_install(staged, HOST, root, previous, manifest, report)
     return report
 
 
 def uninstall(project_root: Path) -> InstallReport:
     """Remove exactly what the manifest lists, then the manifest itself."""
-    root = Path(os.path.abspath(project_root))
-    state_root = _state_root(root)
-    manifest = _read_manifest(state_root)
-    report = InstallReport()
-    if manifest is None:
-        return report
+    return install_transaction.uninstall(project_root, HOST, _read_manifest, _take_back)
+
+
+def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: InstallReport) -> None:
     created = manifest.get("createdFiles", [])
     config_path, hooks_path = manifest["configPath"], manifest["hooksPath"]
-    config_before = _read_text(root, config_path)
-    settings = _read_json_object(root, hooks_path)
+    config_before = read_text(root, config_path)
+    settings = read_json_object(root, hooks_path)
     config = _Toml(root / config_path, config_before)
     for addition in reversed(manifest["configAdditions"]):
         config.take_back(addition, report)
-    hooks_changed = settings is not None and _remove_listed_hooks(
+    hooks_changed = settings is not None and remove_listed_hooks(
         settings, manifest["hooks"], root / hooks_path, report
     )
     if config_before is not None and config.text != config_before:
         empty = not config.text.strip()
-        _settle(root, config_path, config.text, empty=empty, created=created, report=report)
+        _settle(staged, root, config_path, config.text, empty and config_path in created)
     if settings is not None and hooks_changed:
-        text = _pretty(settings)
-        _settle(root, hooks_path, text, empty=not settings, created=created, report=report)
-    remove_confined(state_root, MANIFEST_RELPATH)
-    report.files.append(str(state_root / MANIFEST_RELPATH))
-    return report
+        empty = not settings
+        text = restored_text(settings, manifest, hooks_path)
+        _settle(staged, root, hooks_path, text, empty and hooks_path in created)
 
 
 class _Toml:
@@ -256,7 +251,7 @@ def _register_server(
     """Add Ithaca's server table, replacing only a table an earlier install added."""
     servers = config.get(["mcp_servers"])
     if servers is not None and not isinstance(servers, dict):
-        raise _invalid_settings(config.path, "mcp_servers is not a table")
+        raise invalid_settings(config.path, "mcp_servers is not a table")
     key = ["mcp_servers", server_name]
     label = f"mcp server {server_name}"
     earlier = _addition(previous, "mcp_servers")
@@ -264,7 +259,7 @@ def _register_server(
         config.take_back(earlier, report)  # the server was renamed
         earlier = None
     current = config.get(key)
-    if _same_server(current, entry):
+    if install_server.same_server(current, entry):
         config.keep(earlier)
         report.unchanged.append(label)
         return
@@ -279,7 +274,7 @@ def _register_server(
             {"path": str(config.path), "serverName": server_name},
         )
     if not config.append(label, key, entry, _server_table(server_name, entry)):
-        raise _invalid_settings(config.path, f"{label} could not be added as a table of its own")
+        raise invalid_settings(config.path, f"{label} could not be added as a table of its own")
     report.added.append(label)
 
 
@@ -292,7 +287,7 @@ def _enable_hooks(config: _Toml, previous: dict[str, Any] | None, report: Instal
     label = f"feature {FEATURE}"
     features = config.get(["features"])
     if features is not None and not isinstance(features, dict):
-        raise _invalid_settings(config.path, "features is not a table")
+        raise invalid_settings(config.path, "features is not a table")
     features = features or {}
     chosen = {name: features[name] for name in FEATURE_KEYS if name in features}
     if chosen:
@@ -313,52 +308,13 @@ def _enable_hooks(config: _Toml, previous: dict[str, Any] | None, report: Instal
     return ""
 
 
-def _place_hooks(
-    settings: dict[str, Any], path: Path, previous: dict[str, Any] | None, report: InstallReport
-) -> list[dict[str, Any]]:
-    """Put each of Ithaca's hooks in ``settings`` (in memory); returns the manifest's list."""
-    hooks = _object_at(settings, "hooks", path, create=True)
-    installed = []
-    for spec in CODEX_EVENTS:
-        command = hook_command(spec.event)
-        groups = _event_groups(hooks, spec.event, path, create=True)
-        assert groups is not None  # created when missing
-        listed = {
-            item["command"]
-            for item in (previous or {}).get("hooks", [])
-            if item["event"] == spec.event
-        }
-        _place_hook(groups, spec, command, listed, report)
-        installed.append(
-            {
-                "event": spec.event,
-                "matcher": spec.matcher,
-                "command": command,
-                "timeout": spec.timeout,
-            }
-        )
-    return installed
-
-
-def _settle(
-    root: Path,
-    relpath: str,
-    text: str,
-    *,
-    empty: bool,
-    created: list[str],
-    report: InstallReport,
-) -> None:
-    """Write what uninstall left of a file, or remove the file (and a folder left empty)
-    when install created it and nothing else is in it now."""
-    if empty and relpath in created:
-        remove_confined(root, relpath)
-        report.files.append(str(root / relpath))
-        folder = (root / relpath).parent
-        if folder != root and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+def _settle(staged: Staged, root: Path, relpath: str, text: str, remove: bool) -> None:
+    """Stage what uninstall left of a file, or its removal (and that of a folder left
+    empty) when install created it and nothing else is in it now."""
+    if remove:
+        staged.remove(root, relpath, prune=True)
     else:
-        _write(root, relpath, text, report)
+        staged.write(root, relpath, text)
 
 
 def _server_table(server_name: str, entry: dict[str, Any]) -> str:
@@ -411,7 +367,7 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise _invalid_settings(path, f"the file is not valid TOML ({exc})") from exc
+        raise invalid_settings(path, f"the file is not valid TOML ({exc})") from exc
 
 
 def _parse_or_none(text: str) -> dict[str, Any] | None:
@@ -421,47 +377,18 @@ def _parse_or_none(text: str) -> dict[str, Any] | None:
         return None
 
 
-def _read_text(root: Path, relpath: str) -> str | None:
-    resolve_confined(root, relpath)
-    try:
-        return (root / relpath).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as exc:
-        raise _invalid_settings(root / relpath, "the file is not UTF-8 text") from exc
+def _read_manifest(state: Path) -> dict[str, Any] | None:
+    return read_manifest(state, HOST, ("configPath", "hooksPath"), _additions_ok)
 
 
-def _read_manifest(state_root: Path) -> dict[str, Any] | None:
-    manifest = _read_json_object(state_root, MANIFEST_RELPATH)
-    if manifest is None:
-        return None
-    hooks, additions = manifest.get("hooks"), manifest.get("configAdditions")
-    well_formed = (
-        isinstance(manifest.get("serverName"), str)
-        and isinstance(manifest.get("configPath"), str)
-        and isinstance(manifest.get("hooksPath"), str)
-        and isinstance(manifest.get("mcpEntry"), dict)
-        and isinstance(hooks, list)
-        and all(
-            isinstance(item, dict)
-            and isinstance(item.get("event"), str)
-            and isinstance(item.get("command"), str)
-            for item in hooks
-        )
-        and isinstance(additions, list)
-        and all(
-            isinstance(item, dict)
-            and isinstance(item.get("label"), str)
-            and isinstance(item.get("key"), list)
-            and len(item["key"]) == 2
-            and isinstance(item.get("anchor"), str)
-            and isinstance(item.get("text"), str)
-            for item in additions
-        )
+def _additions_ok(manifest: dict[str, Any]) -> bool:
+    additions = manifest.get("configAdditions")
+    return isinstance(additions, list) and all(
+        isinstance(item, dict)
+        and isinstance(item.get("label"), str)
+        and isinstance(item.get("key"), list)
+        and len(item["key"]) == 2
+        and isinstance(item.get("anchor"), str)
+        and isinstance(item.get("text"), str)
+        for item in additions
     )
-    if not well_formed:
-        raise _invalid_settings(
-            state_root / MANIFEST_RELPATH,
-            "the install manifest lacks a field or has the wrong shape",
-        )
-    return manifest

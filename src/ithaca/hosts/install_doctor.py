@@ -1,0 +1,64 @@
+"""``ithaca install --doctor``: whether a host's install is still what it recorded.
+
+Read-only. It compares the project with the provenance the host's manifest records (an
+entry gone is ``INSTALL_MISSING``, one edited since ``INSTALL_DRIFT``), checks that the
+hook interpreter and the MCP server command still resolve, and runs the installed
+SessionStart hook on a scratch project (``HOOK_START_FAILED`` when it does not answer).
+A host with no manifest is ``INSTALL_MISSING``. Any finding makes the CLI exit non-zero.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ithaca.hosts.install_files import file_bytes, read_json_object
+from ithaca.hosts.install_hooks import listed_hooks_ok
+from ithaca.hosts.install_manifest import (
+    DRIFT,
+    MISSING,
+    drift,
+    finding,
+    manifest_relpath,
+    well_formed,
+)
+from ithaca.hosts.install_preflight import hook_answers, unresolved
+from ithaca.hosts.install_transaction import roots
+from ithaca.kernel.errors import IthacaError
+
+
+def check(project_root: Path, host: str) -> dict[str, Any]:
+    """``{"host", "installed", "checked", "findings"}`` for ``host`` in the project."""
+    root, state = roots(project_root)
+    relpath = manifest_relpath(host)
+    try:
+        manifest = read_json_object(state, relpath)
+    except IthacaError as exc:
+        unreadable = finding(DRIFT, "install manifest", str(state / relpath), exc.message)
+        return _result(host, True, 0, [unreadable])
+    if manifest is None:
+        message = f"Ithaca is not installed for {host}; run `ithaca install {host}`"
+        return _result(host, False, 0, [finding(MISSING, host, str(state / relpath), message)])
+    record = manifest.get("provenance")
+    if not (
+        well_formed(record)
+        and listed_hooks_ok(manifest.get("hooks"))
+        and isinstance(manifest.get("mcpEntry"), dict)
+    ):
+        message = (
+            "the manifest records no provenance (an older Ithaca installed it) or was "
+            f"edited; run `ithaca install {host}`"
+        )
+        return _result(host, True, 0, [finding(DRIFT, "install manifest", relpath, message)])
+    findings = drift(record, lambda path: file_bytes(root / path)) + unresolved(manifest)
+    if not findings:
+        with tempfile.TemporaryDirectory(prefix="ithaca-doctor-") as folder:
+            findings = hook_answers(host, manifest, Path(folder))
+    return _result(host, True, len(record["entries"]), findings)
+
+
+def _result(
+    host: str, installed: bool, checked: int, findings: list[dict[str, str]]
+) -> dict[str, Any]:
+    return {"host": host, "installed": installed, "checked": checked, "findings": findings}
