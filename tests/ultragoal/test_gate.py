@@ -164,6 +164,28 @@ def test_the_no_progress_budget_pauses_once_then_allows(ug, project_dir):
     assert stop(project_dir, active=True) == {}
 
 
+def test_the_wall_clock_budget_pauses_a_pursuit_whose_turns_ran_long(ug, project_dir):
+    ug.plan()
+    ug.call(
+        "set",
+        phase="pursuing",
+        max_wall_minutes=1,
+        completion_evidence=[ug.write("evidence/final.txt")],
+    )
+    assert "wall 0/1 min" in stop(project_dir)["reason"]
+    with ug.service.store.write() as tx:  # the agent then worked for two minutes
+        tx.execute(
+            "UPDATE ultragoal_pursuit SET turn_started_at = '2000-01-01T00:00:00.000Z'"
+            " WHERE session_id = ?",
+            (SESSION,),
+        )
+    limit = stop(project_dir, active=True)
+    assert "wall-clock budget spent" in limit["reason"]
+    row = ug.row()
+    assert (row["phase"], row["budget_kind"]) == ("budget_limited", "wall_clock")
+    assert stop(project_dir, active=True) == {}
+
+
 def test_the_host_cap_is_recorded_and_the_next_prompt_reinjects(ug, project_dir, monkeypatch):
     monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "2")
     ug.pursue()

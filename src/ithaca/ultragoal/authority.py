@@ -81,10 +81,11 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
             return _deny(
                 "AUTHORITY_HOOK_ONLY",
                 f"`{spelled}` is run by Ithaca's hook when you start the reviewer subagent;"
-                " start the reviewer with the Agent tool instead.",
+                " start the reviewer subagent instead.",
             )
-        if operation in REVIEWER_OPERATIONS and _reviewer_only(ctx).effect == "deny":
-            return _reviewer_only(ctx)
+        refused = _reviewer_only(ctx) if operation in REVIEWER_OPERATIONS else ABSTAIN
+        if refused.effect == "deny":
+            return refused
         why = _reserved_for_user(operation, argv, ctx)
         if why is not None:
             return _deny(
