@@ -7,6 +7,10 @@ records the decision (never the command text), refreshes the session's bundle ca
 reconciles changed protocol files, and stores or consumes approvals, knowing the final
 answer of every gate.
 
+Calls to Ithaca's own tools are allowed before any bundle is read, so the bundle,
+constraint and approval modules are imported only by the functions that use them: an
+agent's ``ithaca …`` line does not pay for them.
+
 When the team's protocol files changed since the store last read them, ``decide``
 computes the bundle from the files as they are now and ``commit`` reconciles them, so a
 new file outside this event's workflow does not interrupt the agent. Seeds only change
@@ -23,7 +27,6 @@ from ithaca.kernel.call import Call
 from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext, Opinion
-from ithaca.protocols import approvals, bundle, constraints, events, reconcile, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,6 +126,8 @@ def _enforce(call: Call, ctx: GateContext, scratch: dict[str, Any]) -> Opinion:
                 "mutating tools are blocked until the user's next prompt is admitted.",
             )
         return Opinion("allow")
+    from ithaca.protocols import reconcile
+
     event_id, cached_revision, cached_digest, cached_ids, loaded_digest = session
     scratch["eventId"] = event_id
     if strict and call.mutating and not reconcile.seeds_in_sync(conn):
@@ -167,6 +172,8 @@ def _bundle(
     cached_ids: str | None,
     scratch: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], str]:
+    from ithaca.protocols import bundle, events, reconcile
+
     assert ctx.project is not None
     workflows = events.known_workflows(ctx.config)
     if reconcile.files_changed(conn, ctx.project.protocols_dir):
@@ -195,6 +202,8 @@ def _bundle(
 def _cached_protocols(
     conn: sqlite3.Connection, protocol_ids: list[str], ctx: GateContext
 ) -> list[dict[str, Any]]:
+    from ithaca.protocols import events, records
+
     seeds = records.seed_records(conn)
     workflows = events.known_workflows(ctx.config)
     stored = records.read_many(conn, protocol_ids)
@@ -215,6 +224,8 @@ def _apply_constraints(
     protocols: list[dict[str, Any]],
     strict_opinion: Opinion | None,
 ) -> Opinion:
+    from ithaca.protocols import approvals, constraints
+
     conn = ctx.conn
     assert conn is not None
     items = [
@@ -294,6 +305,8 @@ def commit(
             (revision, digest, lightjson.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
         )
     if scratch.get("reconcileFiles"):
+        from ithaca.protocols import events, reconcile
+
         reconcile.reconcile_files(
             conn,
             ctx.project.protocols_dir,
@@ -301,6 +314,8 @@ def commit(
             events.known_workflows(ctx.config),
         )
     approval_action = scratch["approvalAction"]
+    if scratch["request"] is not None or approval_action == "consumed":
+        from ithaca.protocols import approvals
     if scratch["request"] is not None:
         request_id, protocol_ids = scratch["request"]
         call_input = ctx.payload.get("tool_input")

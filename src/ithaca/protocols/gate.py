@@ -4,15 +4,14 @@ PreToolUse.
 UserPromptSubmit is the secure gateway: the user's prompt becomes a trusted event and
 the agent is told its id. ``decide`` resolves the event without writing; ``commit``
 inserts it in the dispatcher's write transaction unless another gate blocked the prompt.
-Enforcement lives in ``enforcement`` and is imported only for tool calls, so admitting a
-prompt does not pay for the constraint and approval code.
+Enforcement lives in ``enforcement`` and is imported only for tool calls, and admission
+(``events``) only for prompts, so neither event pays for the other's code.
 """
 
 from __future__ import annotations
 
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
-from ithaca.protocols import events
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,6 +41,8 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
         return None
     if ctx.event == "UserPromptSubmit":
         if final.effect not in ("block", "deny"):
+            from ithaca.protocols import events
+
             events.admit(ctx.conn, scratch, actor="hook")
             prompt = ctx.payload.get("prompt")
             if ctx.config["protocols"]["store_prompts"] and isinstance(prompt, str):
@@ -69,6 +70,8 @@ def admission_context(event_id: str, workflow: str, strict: bool) -> str:
 
 
 def _decide_admission(ctx: GateContext) -> Opinion:
+    from ithaca.protocols import events
+
     try:
         if ctx.conn is None:
             raise IthacaError("STATE_UNREADABLE", "state.db is missing; run `ithaca init`")
