@@ -1,6 +1,7 @@
 """Opening a project for the CLI, the MCP server and the Python API.
 
-``init_project`` creates the ``.ithaca/`` planes and the store; ``open_project`` finds an
+``init_project`` creates the ``.ithaca/`` planes and the store (and, in a Git repository,
+publishes the team ledger and registers its merge driver); ``open_project`` finds an
 existing project, migrates its store and reconciles the protocol seeds and files. Both
 are for long-lived or user-driven processes: hooks use ``kernel.project`` directly and
 never migrate.
@@ -9,13 +10,14 @@ never migrate.
 from __future__ import annotations
 
 import os
+import subprocess
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ithaca.kernel import config as config_loader
 from ithaca.kernel.errors import NotFound, Refused
-from ithaca.kernel.project import IGNORE_LINE, Project, find_project, planned_project
+from ithaca.kernel.project import IGNORE_LINE, Project, find_project, git_top, planned_project
 from ithaca.kernel.store import Store
 
 if TYPE_CHECKING:
@@ -125,7 +127,34 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
         _relative(os.path.join(project.state_root, path), project.root)
         for path in ship(opened.delivery.units)
     )
+    made.extend(_team_ledger(opened))
     return opened, made
+
+
+def _team_ledger(opened: IthacaProject) -> list[str]:
+    """In a Git repository: register the ledger's merge driver (skipped quietly when Git
+    cannot) and publish the team ledger — generation 0 with a new project id, or, in a
+    fresh clone, the checked-out ledger imported. Returns what changed."""
+    from ithaca.delivery import sync_install, sync_publish
+    from ithaca.delivery.ledger_format import LEDGER_PATH
+
+    project = opened.project
+    top = git_top(project.root)
+    if top is None:
+        return []
+    made = []
+    state_root = os.path.realpath(project.state_root)
+    if state_root.startswith(os.path.realpath(top) + os.sep):
+        try:
+            made.extend(sync_install.register(project))
+        except (Refused, OSError, subprocess.SubprocessError):
+            pass  # no usable Git: `ithaca sync install-driver` registers it later
+    ledger = os.path.join(project.state_root, LEDGER_PATH)
+    existed = os.path.exists(ledger)
+    sync_publish.auto_publish(project, opened.store, opened.delivery.units)
+    if not existed and os.path.exists(ledger):
+        made.append(_relative(ledger, project.root))
+    return made
 
 
 def _ensure_ignored(project: Project) -> bool:

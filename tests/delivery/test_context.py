@@ -207,7 +207,8 @@ def test_reading_writes_nothing(project: IthacaProject, record: Record) -> None:
 def test_full_adds_scope_digest_and_drift(project: IthacaProject, project_dir: Path) -> None:
     git = ["git", "-C", str(project_dir), "-c", "user.name=t", "-c", "user.email=t@t"]
     (project_dir / "app.py").write_text("print(1)\n")
-    subprocess.run([*git, "add", "app.py"], check=True)
+    # ``ithaca init`` wrote .gitattributes (the ledger's merge driver): commit it too.
+    subprocess.run([*git, "add", "app.py", ".gitattributes"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
     clean = read(project, detail="full")["git"]
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout

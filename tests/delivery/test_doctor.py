@@ -212,7 +212,7 @@ def test_repair_backs_up_first_then_rolls_back_a_dead_writers_intent(
     manifest = json.loads(backup.with_suffix(".json").read_text())
     assert manifest["sha256"] == canon.digest_bytes(backup.read_bytes())
     with sqlite3.connect(backup) as copy:  # taken before the repair: the intent is pending
-        pending = copy.execute("SELECT status FROM delivery_fs_intents WHERE op != 'templates'")
+        pending = copy.execute("SELECT status FROM delivery_fs_intents WHERE id = 'int_dead'")
         assert pending.fetchone() == ("pending",)
 
 
@@ -328,8 +328,8 @@ def test_rebuild_loads_decisions_changes_and_files_and_reports_the_losses(
     assert delivery["loaded"] == {
         "changes": 1,
         "decisions": 2,
-        "files": 5,
-    }  # with the shipped template
+        "files": 6,
+    }  # with the shipped template and the team ledger
     assert delivery["warnings"] == [
         "decisions/baseline/dec-cache.json not loaded: fails its own digest"
     ]

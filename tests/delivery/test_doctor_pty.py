@@ -126,7 +126,7 @@ def test_rebuild_with_the_typed_token_reloads_from_files(project_dir: Path) -> N
     code, output = on_terminal(project_dir, "doctor", "--rebuild", answer="rebuild")
 
     assert code == 0, output
-    assert "delivery: loaded 0 changes, 1 decisions, 2 files" in output
+    assert "delivery: loaded 0 changes, 1 decisions, 3 files" in output  # with the ledger
     assert decisions(project_dir) == ["dec-kept"]
     project = open_project(project_dir)
     try:

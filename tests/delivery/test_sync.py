@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,8 @@ def test_publish_writes_every_record_and_a_second_publish_writes_nothing(
     answer = call(project, "publish")
     data = ledger_file(project).read_bytes()
     written = parse(data)
-    assert (answer["status"], answer["generation"], answer["records"]) == ("published", 0, 3)
+    # ``ithaca init`` published generation 0, with no records.
+    assert (answer["status"], answer["generation"], answer["records"]) == ("published", 1, 3)
     assert [found.id for found in written.records] == ["T-1", "T-2", "T-3"]
     assert written.records[0].body["title"] == "task 1"
     assert written.state_digest == answer["state_digest"]
@@ -121,7 +123,7 @@ def test_publish_writes_every_record_and_a_second_publish_writes_nothing(
     again = call(project, "publish")
     assert again["status"] == "unchanged" and again["journal_seq"] is None
     assert ledger_file(project).read_bytes() == data
-    assert events(project, "delivery.ledger.published") == 1
+    assert events(project, "delivery.ledger.published") == 2  # init's, then this one
 
 
 def test_a_changed_record_is_the_next_revision_of_the_published_one(
@@ -132,7 +134,7 @@ def test_a_changed_record_is_the_next_revision_of_the_published_one(
     answer = call(published, "publish")
     after = parse(ledger_file(published).read_bytes())
     changed = after.index[("task", "T-2")]
-    assert (answer["generation"], answer["changed"]) == (1, 1)
+    assert (answer["generation"], answer["changed"]) == (before.generation + 1, 1)
     assert (changed.revision, changed.parent_digest) == (2, before.index[("task", "T-2")].digest)
     assert after.index[("task", "T-1")] == before.index[("task", "T-1")]
     assert after.parent_digest == before.state_digest
@@ -339,12 +341,11 @@ def test_a_fresh_checkout_imports_every_kind_of_record(
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
     (clone / ".git").mkdir()
-    other, _ = init_project(clone)
+    other, _ = init_project(clone)  # a fresh database: init imports the ledger
     try:
-        answer = call(other, "import")
-        assert answer["status"] == "imported"
-        assert answer["diagnostics"] == []
+        assert call(other, "import")["status"] == "current"
         assert call(other, "inspect")["status"] == "current"
+        assert events(other, "delivery.ledger.imported") == 1
         conn = other.store.connection()
         assert conn.execute("SELECT count(*) FROM delivery_decisions").fetchone()[0] == 1
         assert conn.execute("SELECT status FROM delivery_baselines").fetchone()[0] == "draft"
@@ -396,9 +397,13 @@ def test_malformed_requests_are_refused(project: IthacaProject, request_, pointe
 def test_inspect_reports_where_things_stand_and_writes_nothing(
     project: IthacaProject, record: Callable[..., Any]
 ):
+    answer = call(project, "inspect")  # init registered the driver and published
+    assert (answer["status"], answer["merge_driver_registered"]) == ("current", True)
+    ledger_file(project).unlink()
+    root = project.project.root
+    subprocess.run(["git", "-C", root, "config", "--unset", "merge.ithaca-ledger.driver"])
     answer = call(project, "inspect")
-    assert answer["status"] == "missing"
-    assert answer["merge_driver_registered"] is False
+    assert (answer["status"], answer["merge_driver_registered"]) == ("missing", False)
     assert "MERGE_DRIVER_MISSING" in [note["code"] for note in answer["diagnostics"]]
     define(record, "T-1")
     call(project, "publish")
@@ -472,8 +477,8 @@ def test_ten_thousand_records_publish_and_import(
         )
         for n in range(10_000)
     )
-    ledger = document("prj-0123456789ab", records, generation=0, parent_digest=None, ancestors=())
-    ledger_file(project).parent.mkdir(parents=True, exist_ok=True)
+    project_id = parse(ledger_file(project).read_bytes()).project_id  # init's generation 0
+    ledger = document(project_id, records, generation=1, parent_digest=None, ancestors=())
     ledger_file(project).write_bytes(ledger_format.render(ledger))
     assert call(project, "import")["applied"] == 10_000
     retitle(record, "T-9999", "the last one, revised")

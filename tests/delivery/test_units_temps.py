@@ -61,7 +61,8 @@ def reopen(project: IthacaProject) -> list[dict[str, Any]]:
 
 def intent_statuses(project: IthacaProject) -> list[str]:
     rows = project.store.connection().execute(
-        "SELECT status FROM delivery_fs_intents WHERE op != 'templates'"  # init's own unit
+        # init's own units (the templates, the team ledger) and the ledger's publishes
+        "SELECT status FROM delivery_fs_intents WHERE op NOT IN ('templates', 'sync.publish')"
     )
     return [row[0] for row in rows]
 

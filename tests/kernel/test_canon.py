@@ -208,3 +208,13 @@ def test_a_lone_surrogate_is_reported_where_it_sits():
     with pytest.raises(InvalidInput) as raised:
         canon.canonical({"a": ["fine", "\ud800"]})
     assert raised.value.details == {"pointer": "/a/1", "problem": "INVALID_STRING"}
+
+
+def test_large_and_small_inputs_get_the_same_sha256_as_hashlib():
+    import hashlib
+
+    from ithaca.kernel.canon import LARGE_INPUT, digest_bytes
+
+    for size in (0, 1, LARGE_INPUT - 1, LARGE_INPUT, 3 * LARGE_INPUT + 5):
+        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        assert digest_bytes(data) == hashlib.sha256(data).hexdigest()

@@ -71,9 +71,7 @@ def checkpoint(
     project = opened(ctx, as_json)
     service = project.delivery
     try:
-        answer = checkpoints.checkpoint(
-            service.project, service.store, service.config, request, units=service.units
-        )
+        answer = service.checkpoint(request)
     except IthacaError as exc:
         fail(exc, as_json)
     show(answer, as_json, _render)

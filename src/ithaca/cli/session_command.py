@@ -21,7 +21,7 @@ import click
 
 from ithaca.cli.context import opened
 from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
-from ithaca.delivery import sessions, sessions_close
+from ithaca.delivery import sessions_close
 from ithaca.delivery.sessions_env import SESSION_VARIABLE
 from ithaca.kernel import ids
 from ithaca.kernel.authority import require_user
@@ -155,9 +155,7 @@ def _run(
 ) -> dict[str, Any]:
     project = opened(ctx, as_json)
     try:
-        answer = sessions.session(
-            project.project, project.store, project.config, request, force=force
-        )
+        answer = project.delivery.session(request, force=force)
     except IthacaError as exc:
         fail(exc, as_json)
     return answer

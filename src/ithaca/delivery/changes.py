@@ -18,7 +18,16 @@ import re
 import unicodedata
 from typing import Any
 
-from ithaca.delivery import diagnosis, documents, layout, merge_patch, registry, rows, ulysses_link
+from ithaca.delivery import (
+    diagnosis,
+    documents,
+    layout,
+    merge_patch,
+    processes,
+    registry,
+    rows,
+    ulysses_link,
+)
 from ithaca.delivery.contract import (
     Diagnostic,
     check_expected_revision,
@@ -340,8 +349,10 @@ def _linked_session(
 
 
 def require_nothing_running(conn: sqlite3.Connection, change_id: str, code: str) -> None:
-    """``Conflict`` ``code`` while a task of the change is in progress (a session runs it):
-    cancelling or archiving under a running worker would pull the floor from under it."""
+    """``Conflict`` ``code`` while a task of the change is in progress (a session runs it)
+    or a run-plan is at work on it: cancelling or archiving under a running worker would
+    pull the floor from under it. A paused run, or one whose runner died, holds nothing
+    up: it has no worker, and otherwise a run paused for good would pin the change."""
     running = [
         row[0]
         for row in conn.execute(
@@ -356,6 +367,18 @@ def require_nothing_running(conn: sqlite3.Connection, change_id: str, code: str)
             f"change {change_id} has tasks in progress ({', '.join(running)}); close their"
             " sessions first",
             {"change_id": change_id, "tasks": running},
+        )
+    run = conn.execute(
+        "SELECT id, owner_pid, owner_start FROM delivery_plan_runs WHERE change_id = ?"
+        " AND status = 'running'",
+        (change_id,),
+    ).fetchone()
+    if run is not None and (run[1] is None or processes.is_alive(run[1], run[2])):
+        raise Conflict(
+            code,
+            f"run-plan {run[0]} is at work on change {change_id} (pid {run[1]}); let it pause"
+            " or finish first",
+            {"change_id": change_id, "plan_run_id": run[0], "owner_pid": run[1]},
         )
 
 

@@ -6,11 +6,13 @@ writes nothing: no ledger import, no journal event, no blob (``checkpoint`` stor
 snapshots through ``store_snapshot``). The envelope names files by ``{path, digest,
 bytes}`` and never inlines a body.
 
-Its digest is taken over the uncompacted envelope without ``generated_at``, ``cursors``
-and ``snapshot``, so the same authority gives the same digest in every process and at
-every budget; ``id`` is ``ctx-`` and the first 24 hex digits of it. The answer is then
-fitted to the detail's byte budget (``context_bounds``); lists cut on the way come with
-cursors, which a later call with the same scope turns into the next slice.
+Its digest is taken over the uncompacted envelope without ``generated_at``, ``cursors``,
+``snapshot`` and ``execution`` (the asking process's session and its lease, which every
+heartbeat moves: ``context_execution``), so the same authority gives the same digest in
+every process and at every budget; ``id`` is ``ctx-`` and the first 24 hex digits of it.
+The answer is then fitted to the detail's byte budget (``context_bounds``); lists cut on
+the way come with cursors, which a later call with the same scope turns into the next
+slice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ithaca.delivery import context_bounds, context_git, context_scope, context_sections
+from ithaca.delivery import (
+    context_bounds,
+    context_execution,
+    context_git,
+    context_scope,
+    context_sections,
+)
 from ithaca.delivery.contract import check_request_size, validation_error
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.ids import CHANGE_ID, TASK_ID
@@ -113,14 +121,17 @@ def context(
     request = parse(arguments)
     cursor = None if request.cursor is None else context_bounds.decode_cursor(request.cursor)
     with store.read() as conn:
-        resolved = context_scope.resolve(conn, request.scope)
+        acting = context_execution.acting(conn)
+        resolved = context_scope.resolve(conn, request.scope, acting)
         found = context_sections.gather(conn, resolved)
+        execution = context_execution.section(project, conn, acting, resolved)
         seq = conn.execute("SELECT max(seq) FROM journal").fetchone()[0]
     whole = _assemble(project, found, request.stage, request.detail)
     if cursor is not None:
         return _slice(whole, *cursor, request.detail, seq)
     answer = {
         **whole,
+        "execution": execution,
         "generated_at": clock.now(),
         "journal_seq": seq,
         "snapshot": {"stored": BlobStore(project.blobs_dir).exists(whole["digest"])},
@@ -165,7 +176,15 @@ def _scope_paths(found: context_sections.Authority) -> list[str]:
 
 
 def _digested(uncompacted: dict[str, Any]) -> dict[str, Any]:
-    left_out = ("id", "digest", "generated_at", "cursors", "snapshot", "journal_seq")
+    left_out = (
+        "id",
+        "digest",
+        "generated_at",
+        "cursors",
+        "snapshot",
+        "journal_seq",
+        "execution",
+    )
     return {name: value for name, value in uncompacted.items() if name not in left_out}
 
 

@@ -2,13 +2,13 @@
 
 The order is fixed so that an agent asking "what am I working on?" without naming
 anything gets the same answer every time: a named task (its change must agree, else
-``SCOPE_MISMATCH``), a named change, the latest change by status (active, then blocked,
-then ready) with its latest task by status (in progress, then blocked, then pending),
-the baseline when one exists, else the bare project. "Latest" is the most recently
-updated row; ties fall to the larger id, so the choice never depends on row order.
-
-Execution sessions do not exist yet, so the step "the session in ``ITHACA_SESSION_ID``"
-joins the order when they do.
+``SCOPE_MISMATCH``), a named change, the task of the acting execution session (which
+``context_execution.acting`` finds; only the ``context`` tool passes it, so envelopes
+stored as snapshots never depend on the process asking), the latest change by status
+(active, then blocked, then ready) with its latest task by status (in progress, then
+blocked, then pending), the baseline when one exists, else the bare project. "Latest"
+is the most recently updated row; ties fall to the larger id, so the choice never
+depends on row order.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ class Scope:
         }
 
 
-def resolve(conn: sqlite3.Connection, asked: dict[str, Any]) -> Scope:
-    """The scope for the request's ``scope`` object (``{change_id?, task_id?}``)."""
+def resolve(conn: sqlite3.Connection, asked: dict[str, Any], acting: Row | None = None) -> Scope:
+    """The scope for the request's ``scope`` object (``{change_id?, task_id?}``), falling
+    back to the task of the ``acting`` session row when it names neither."""
     task_id, change_id = asked.get("task_id"), asked.get("change_id")
     if task_id is not None:
         task = tasks.load(conn, task_id)
@@ -71,6 +72,10 @@ def resolve(conn: sqlite3.Connection, asked: dict[str, Any]) -> Scope:
         return Scope("task", change, task, "task_id")
     if change_id is not None:
         return Scope("change", changes.load(conn, change_id), None, "change_id")
+    if acting is not None:
+        task = tasks.load(conn, acting["task_id"])
+        change = None if task["change_id"] is None else changes.load(conn, task["change_id"])
+        return Scope("task", change, task, "session")
     latest = conn.execute(_CHANGE_ORDER).fetchone()
     if latest is not None:
         change = changes.load(conn, latest[0])

@@ -62,6 +62,8 @@ class Authority:
     decisions: list[Row]
     artifacts: list[Row]
     checkpoints: list[Row]
+    # This checkout's last sync of the team ledger: (state digest, ancestors), if any.
+    ledger_base: tuple[str, list[str]] | None = None
 
 
 def gather(conn: sqlite3.Connection, scope: Scope) -> Authority:
@@ -115,7 +117,15 @@ def gather(conn: sqlite3.Connection, scope: Scope) -> Authority:
             ),
             key=_checkpoint_order,
         ),
+        ledger_base=_ledger_base(conn),
     )
+
+
+def _ledger_base(conn: sqlite3.Connection) -> tuple[str, list[str]] | None:
+    found = conn.execute(
+        "SELECT state_digest, ancestors FROM delivery_ledger_base WHERE id = 1"
+    ).fetchone()
+    return None if found is None else (found[0], json.loads(found[1]))
 
 
 _DECISION_COLUMNS = ("id", "scope_type", "scope_id", "path", "status", "question", "file_digest")
@@ -177,8 +187,7 @@ def build(project: Project, found: Authority) -> tuple[dict[str, Any], list[Diag
             {key: row[key] for key in _CHECKPOINT_COLUMNS} for row in found.checkpoints
         ],
         "evidence": _evidence(project, found, notes),
-        "execution": {"session": None, "worker_packet": None},
-        "team_checkpoint": _team_checkpoint(project, notes),
+        "team_checkpoint": _team_checkpoint(project, found, notes),
     }
     return sections, notes
 
@@ -421,10 +430,11 @@ def _ledger(project: Project) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else {}
 
 
-def _team_checkpoint(project: Project, notes: list[Diagnostic]) -> dict[str, Any]:
-    """The team ledger's identity as the file states it; ``context`` never imports it.
-
-    Without a sync base to compare with, a present ledger is ``unverified``."""
+def _team_checkpoint(project: Project, found: Authority, notes: list[Diagnostic]) -> dict[str, Any]:
+    """Where the ledger file stands against this checkout's last sync (§8.2 statuses),
+    read from the file's header; ``context`` never imports it, it reports
+    ``LEDGER_IMPORT_PENDING`` when the file moved. Digests are verified by the import,
+    not here, and unpublished edits are not looked for: ``sync inspect`` tells all."""
     ledger = _ledger(project)
     if ledger is None:
         return {"status": "missing", "state_digest": None, "generation": None}
@@ -435,8 +445,38 @@ def _team_checkpoint(project: Project, notes: list[Diagnostic]) -> dict[str, Any
             )
         )
         return {"status": "corrupt", "state_digest": None, "generation": None}
-    return {
-        "status": "unverified",
-        "state_digest": ledger.get("state_digest"),
-        "generation": ledger.get("generation"),
-    }
+    state = ledger.get("state_digest")
+    status = _ledger_status(ledger, found.ledger_base)
+    if status == "conflicted":
+        notes.append(
+            diagnostic(
+                "LEDGER_UNRESOLVED_CONFLICTS",
+                "needs_attention",
+                f"{LEDGER_PATH} holds merge conflicts; `ithaca sync import --resolve"
+                " TYPE:ID=ours|theirs` settles them",
+            )
+        )
+    elif status != "current":
+        notes.append(
+            diagnostic(
+                "LEDGER_IMPORT_PENDING",
+                "needs_attention",
+                f"{LEDGER_PATH} changed since this checkout's last sync ({status}); the next"
+                " change imports it, or `ithaca sync import`",
+            )
+        )
+    return {"status": status, "state_digest": state, "generation": ledger.get("generation")}
+
+
+def _ledger_status(ledger: dict[str, Any], base: tuple[str, list[str]] | None) -> str:
+    if ledger.get("conflicts"):
+        return "conflicted"
+    state = ledger.get("state_digest")
+    if base is not None and state == base[0]:
+        return "current"
+    ancestors = ledger.get("ancestors")
+    if base is None or (isinstance(ancestors, list) and base[0] in ancestors):
+        return "behind"
+    if state in base[1]:
+        return "rewound"
+    return "diverged"

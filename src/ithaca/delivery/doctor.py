@@ -4,34 +4,63 @@ Tracked files are the team's authority and the database is rebuildable from them
 check compares the two: every registered file against its digest (``FILE_DIGEST_MISMATCH``,
 ``FILE_MISSING``), every file under the tracked planes against the registry
 (``FILE_UNREGISTERED``), accepted checkpoints against their digests, intents a dead
-writer left (``RECOVERY_PENDING``) and tasks in progress with no session to finish them.
-Checking reads only; changed files are reported, never repaired: only their author knows
-which side is right.
+writer left (``RECOVERY_PENDING``), running sessions nobody can still be running
+(``LEASE_ORPHANED``: the Ithaca-launched worker died, or the lease ran out more than two
+TTLs ago), tasks in progress with no session to finish them, and the worktrees and
+session folders a spawn that crashed before its commit left behind
+(``WORKTREE_ORPHANED``, ``SESSION_FOLDER_ORPHANED``), a team ledger gone since this
+checkout last synced (``LEDGER_MISSING``) and a Git repository whose config lacks the
+ledger's merge driver (``MERGE_DRIVER_MISSING``: clones do not copy it). Checking reads
+only; changed files are reported, never repaired: only their author knows which side is
+right.
 
-Repair settles dead writers' intents (the same recovery a service runs on open) and
-returns orphaned in-progress tasks to ``pending``, journalling
-``delivery.doctor_repaired`` for each step that did something. Rebuild loads a fresh
-database from the files: decisions (self-digest verified), changes from their folders
-(status from the location), every tracked file registered at its current digest. The
-team ledger, which will carry tasks, baselines and contracts, arrives with ``sync``;
-until then those are reported as not recovered.
+Repair, in order: settles dead writers' intents (the same recovery a service runs on
+open); ends orphaned sessions as ``crashed`` (their task back to ``pending``, one more
+failure on its circuit); returns in-progress tasks without a session to ``pending``;
+removes leftover worktrees (their ``.ithaca`` link first, then the worktree and its
+``ithaca/…`` branch) and session folders; publishes a missing ledger again. Each step
+that did something journals ``delivery.doctor_repaired``. An interactive session's owner
+is its host session, which Ithaca cannot see die, so only a session with an
+``owner_pid`` (a run-plan worker) is judged by its process; the others only by their
+lease. Leftovers are judged under the worktree lock spawns hold until they commit, so a
+spawn in progress is never taken for one.
+
+Rebuild loads a fresh database from the files: decisions (self-digest verified), changes
+from their folders (status from the location), every tracked file and the team ledger
+registered at their current digests. Tasks, baselines, checkpoints and change contracts
+are not loaded from the ledger by the rebuild; they are reported as not recovered.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 from typing import Any
 
-from ithaca.delivery import checkpoints, layout, processes, registry
+from ithaca.delivery import (
+    checkpoints,
+    layout,
+    leases,
+    processes,
+    registry,
+    sessions_close,
+    sessions_rows,
+    sync_install,
+    sync_publish,
+    tasks,
+    worktrees,
+)
+from ithaca.delivery.ledger_format import LEDGER_PATH
 from ithaca.delivery.schemas.dialect import check as check_schema
 from ithaca.delivery.schemas.ids import IDEMPOTENCY_KEY
 from ithaca.delivery.units import Units
-from ithaca.kernel import canon, clock, journal
+from ithaca.kernel import canon, clock, ids, journal
 from ithaca.kernel.connection import write_transaction
 from ithaca.kernel.errors import Corrupt
-from ithaca.kernel.project import Project
+from ithaca.kernel.project import STATE_DIR_NAME, Project, git_top
 from ithaca.kernel.store import WRITE_PATIENCE_S, Store
 
 TYPE_CHECKING = False
@@ -43,6 +72,10 @@ CHANGES_ARCHIVE = "changes/archive"
 TRACKED_PLANES = ("specs", "decisions", "docs/research", "changes", "reports/templates")
 # An archived change's folder is ``<yyyy-mm-dd>-<id>``.
 ARCHIVE_DATE_LENGTH = len("2026-01-01-")
+# A running session whose lease ran out this many TTLs ago has no owner left.
+ORPHANED_AFTER_TTLS = 2
+# The runtime folders a spawn fills before its session row exists, one entry per session.
+SESSION_PLACES = (("worktrees", "WORKTREE_ORPHANED"), ("sessions", "SESSION_FOLDER_ORPHANED"))
 
 Finding = dict[str, Any]
 
@@ -79,7 +112,10 @@ def check(project: Project, conn: sqlite3.Connection) -> list[Finding]:
         *_file_findings(project.state_root, conn),
         *_checkpoint_findings(conn),
         *_intent_findings(conn),
+        *_orphaned_session_findings(conn),
         *_orphaned_task_findings(conn),
+        *_leftover_findings(project, conn),
+        *_ledger_findings(project, conn),
     ]
 
 
@@ -148,6 +184,39 @@ def _intent_findings(conn: sqlite3.Connection) -> list[Finding]:
     ]
 
 
+def _orphaned_session_findings(conn: sqlite3.Connection) -> list[Finding]:
+    return [
+        _finding(
+            "LEASE_ORPHANED",
+            "warning",
+            f"session {row['id']} still runs task {row['task_id']}, but {why};"
+            " `ithaca doctor --repair` ends it as crashed",
+            row["id"],
+        )
+        for row, why in orphaned_sessions(conn)
+    ]
+
+
+def orphaned_sessions(conn: sqlite3.Connection) -> list[tuple[dict[str, Any], str]]:
+    """Running sessions nobody can still be running, each with the reason."""
+    at_ms = leases.now_ms()
+    found = []
+    query = (
+        f"SELECT {', '.join(sessions_rows.COLUMNS)} FROM delivery_sessions"
+        " WHERE status = 'running' ORDER BY id"
+    )
+    for values in conn.execute(query).fetchall():
+        row = dict(zip(sessions_rows.COLUMNS, values, strict=True))
+        pid = row["owner_pid"]
+        if pid is not None and not processes.is_alive(pid, row["owner_start"]):
+            found.append((row, f"its worker (pid {pid}) is gone"))
+            continue
+        long_ago = leases.stamp(at_ms, -ORPHANED_AFTER_TTLS * row["lease_ttl_s"])
+        if row["lease_expires_at"] <= long_ago:
+            found.append((row, f"its lease ran out at {row['lease_expires_at']}"))
+    return found
+
+
 def _orphaned_task_findings(conn: sqlite3.Connection) -> list[Finding]:
     return [
         _finding(
@@ -175,6 +244,71 @@ def orphaned_tasks(conn: sqlite3.Connection) -> list[str]:
     return [row[0] for row in conn.execute(query)]
 
 
+def _leftover_findings(project: Project, conn: sqlite3.Connection) -> list[Finding]:
+    return [
+        _finding(
+            code,
+            "warning",
+            f".runtime/{path} belongs to no session (a spawn crashed before it committed);"
+            " `ithaca doctor --repair` removes it",
+            path,
+        )
+        for path, code in leftovers(project, conn)
+    ]
+
+
+def leftovers(project: Project, conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Session worktrees and folders under ``.runtime/`` no session row names:
+    ``(runtime-relative path, finding code)``. The integration worktrees of run-plan
+    (``plan-<change>``) are not session places and are never listed."""
+    known = {row[0] for row in conn.execute("SELECT id FROM delivery_sessions")}
+    found = []
+    for folder, code in SESSION_PLACES:
+        top = os.path.join(project.runtime, folder)
+        names = sorted(os.listdir(top)) if os.path.isdir(top) else []
+        for name in names:
+            if name in known or not ids.matches("ses", name):
+                continue
+            if stat.S_ISDIR(os.lstat(os.path.join(top, name)).st_mode):
+                found.append((f"{folder}/{name}", code))
+    return found
+
+
+def _ledger_findings(project: Project, conn: sqlite3.Connection) -> list[Finding]:
+    found = []
+    if ledger_missing(project, conn):
+        found.append(
+            _finding(
+                "LEDGER_MISSING",
+                "warning",
+                f"{LEDGER_PATH} is gone since this checkout last synced it; `ithaca doctor"
+                " --repair` publishes it again",
+                LEDGER_PATH,
+            )
+        )
+    top = git_top(project.root)
+    inside = top is not None and os.path.realpath(project.state_root).startswith(
+        os.path.realpath(top) + os.sep
+    )
+    if inside and not sync_install.registered(project):
+        found.append(
+            _finding(
+                "MERGE_DRIVER_MISSING",
+                "warning",
+                "Git would merge the team ledger line by line (clones do not copy the driver"
+                " config); run `ithaca sync install-driver`",
+                LEDGER_PATH,
+            )
+        )
+    return found
+
+
+def ledger_missing(project: Project, conn: sqlite3.Connection) -> bool:
+    """Whether this checkout synced a ledger that is no longer on disk."""
+    synced = conn.execute("SELECT 1 FROM delivery_ledger_base WHERE id = 1").fetchone()
+    return synced is not None and registry.read_bytes(project.state_root, LEDGER_PATH) is None
+
+
 def tracked_files(state_root: str) -> list[str]:
     """Regular files under the tracked planes, as state-root-relative POSIX paths; symlinks
     are never followed (a session worktree links ``.ithaca`` to its ancestor)."""
@@ -194,8 +328,9 @@ def tracked_files(state_root: str) -> list[str]:
 
 
 def repair(project: Project, conn: sqlite3.Connection) -> list[str]:
-    """Settle dead writers' intents, then free orphaned in-progress tasks (units run
-    through a store handle of their own)."""
+    """Settle dead writers' intents, end orphaned sessions, free orphaned in-progress
+    tasks, remove leftover worktrees and session folders (units run through a store
+    handle of their own)."""
     store = Store(project.db_path, backups_dir=project.backups_dir, migrate=False)
     try:
         done = []
@@ -204,6 +339,7 @@ def repair(project: Project, conn: sqlite3.Connection) -> list[str]:
             with store.write() as tx:
                 _repaired(tx, "intents", {"settled": settled})
             done += [f"delivery: intent {s['intent']} {s['now']}" for s in settled]
+        done += _end_orphaned_sessions(conn)
         with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
             orphans = orphaned_tasks(tx)
             if orphans:
@@ -214,9 +350,65 @@ def repair(project: Project, conn: sqlite3.Connection) -> list[str]:
                 )
                 _repaired(tx, "orphaned_tasks", {"tasks": orphans, "to": "pending"})
         done += [f"delivery: task {task_id} returned to pending" for task_id in orphans]
+        done += _remove_leftovers(project, conn)
+        if ledger_missing(project, conn):
+            problems = sync_publish.auto_publish(project, store, Units(project, store))
+            if not ledger_missing(project, conn):
+                with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
+                    _repaired(tx, "ledger", {"republished": LEDGER_PATH})
+                done.append(f"delivery: republished {LEDGER_PATH}")
+            done += [f"delivery: {note['code']}: {note['message']}" for note in problems]
         return done
     finally:
         store.close()
+
+
+def _end_orphaned_sessions(conn: sqlite3.Connection) -> list[str]:
+    """End every orphaned session as ``crashed``: its task back to pending, its circuit
+    one failure closer to open."""
+    with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
+        ended = []
+        for row, why in orphaned_sessions(tx):
+            sessions_close.end_session(tx, row, tasks.load(tx, row["task_id"]), "crashed", "system")
+            ended.append({"session_id": row["id"], "task_id": row["task_id"], "why": why})
+        if ended:
+            _repaired(tx, "orphaned_sessions", {"sessions": ended, "to": "crashed"})
+    return [f"delivery: session {found['session_id']} ended as crashed" for found in ended]
+
+
+def _remove_leftovers(project: Project, conn: sqlite3.Connection) -> list[str]:
+    """Remove what ``leftovers`` finds, holding the lock a spawn keeps until its session
+    row is committed; each worktree goes with its ``ithaca/…/<sid>`` branch."""
+    with worktrees.creation_lock(project):
+        found = leftovers(project, conn)
+        for path, code in found:
+            full = os.path.join(project.runtime, path)
+            if code == "WORKTREE_ORPHANED":
+                _discard_worktree(project, full, os.path.basename(path))
+            else:
+                shutil.rmtree(full, ignore_errors=True)
+    if not found:
+        return []
+    with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
+        _repaired(tx, "leftovers", {"removed": [path for path, _ in found]})
+    return [f"delivery: removed .runtime/{path}" for path, _ in found]
+
+
+def _discard_worktree(project: Project, path: str, session_id: str) -> None:
+    branch = None
+    try:
+        named = worktrees.git(path, "symbolic-ref", "--short", "-q", "HEAD", check=False)
+        head = named.stdout.strip()
+        if head.startswith("ithaca/") and head.endswith(f"/{session_id}"):
+            branch = head
+        worktrees.discard(project, path, branch)
+    except (OSError, subprocess.SubprocessError):
+        pass  # no usable Git: the folder still goes
+    if os.path.lexists(path):
+        link = os.path.join(path, STATE_DIR_NAME)
+        if os.path.islink(link):
+            os.unlink(link)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _repaired(conn: sqlite3.Connection, step: str, details: dict[str, Any]) -> None:
@@ -267,6 +459,9 @@ def rebuild(project: Project, store: Store, quarantined_db_sha256: str | None) -
         digest = registry.file_digest(state_root, path)
         assert digest is not None
         files.append((path, digest, _kind(path), *_scope(path, changes)))
+    ledger = registry.file_digest(state_root, LEDGER_PATH)
+    if ledger is not None:
+        files.append((LEDGER_PATH, ledger, "ledger", "project", None))
     now = clock.now()
     with store.write() as conn:
         conn.executemany(
@@ -311,8 +506,9 @@ def rebuild(project: Project, store: Store, quarantined_db_sha256: str | None) -
         "loaded": loaded,
         "warnings": warnings,
         "notes": [
-            "tasks, baselines and change contracts live in the team ledger, which comes"
-            " with `sync`: they are not recovered (changes get an empty contract)",
+            f"tasks, baselines, checkpoints and change contracts are in {LEDGER_PATH}, which"
+            " the rebuild registers but does not load: they are not recovered (changes get"
+            " an empty contract)",
             *_plan_notes(state_root, changes),
         ],
     }
@@ -397,7 +593,7 @@ def _plan_notes(state_root: str, changes: dict[str, tuple[str, str]]) -> list[st
             continue
         notes.append(
             f"{change_id}: plan.json names tasks {', '.join(named)}; kept as a registered file,"
-            " the tasks return with the ledger"
+            " the tasks are in the ledger, not loaded"
         )
     return notes
 

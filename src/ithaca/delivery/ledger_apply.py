@@ -20,11 +20,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from ithaca.delivery import checkpoints, registry
 from ithaca.delivery.contract import Diagnostic, diagnostic
-from ithaca.delivery.ledger_format import LEDGER_PATH, Key, Record, canonical_part, is_digest
+from ithaca.delivery.ledger_format import (
+    LEDGER_PATH,
+    Key,
+    Record,
+    canonical_part,
+    is_digest,
+    text_digest,
+)
 from ithaca.delivery.ledger_projection import (
     CHECKPOINT_BODY,
     CHECKPOINT_COLUMNS,
@@ -83,7 +91,8 @@ def prepare(state_root: str, taken: dict[Key, Record | None]) -> Prepared:
 def apply(conn: sqlite3.Connection, prepared: Prepared) -> None:
     """Write the taken records (inside the caller's transaction)."""
     by_type: dict[str, list[tuple[str, Record | None]]] = {}
-    for (kind, name), found in prepared.taken.items():
+    # In key order (the merge's already), so rows join each index at its end: a tenth faster.
+    for (kind, name), found in sorted(prepared.taken.items(), key=itemgetter(0)):
         by_type.setdefault(kind, []).append((name, found))
     now = clock.now()
     try:
@@ -257,6 +266,24 @@ def _pending_file(path: str, owner: Record) -> Diagnostic:
 
 # --- rows ---------------------------------------------------------------------------------
 
+# Task rows go in many to an INSERT: ``delivery_tasks``' CHECK constraints test
+# ``status IN (...)`` lists, and SQLite builds a lookup table for such a list once per
+# statement run, so 10,000 one-row runs spent more time there than on the rows. 99 rows
+# of 10 parameters stay within the 999 parameters any SQLite build accepts.
+_ROWS_PER_INSERT = 99
+_TASK_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+_TASK_UPSERT = (
+    "INSERT INTO delivery_tasks (id, change_id, parent_id, status, published_status,"
+    " contract, contract_digest, outcome, revision, created_at, updated_at)"
+    " VALUES {} ON CONFLICT (id) DO UPDATE SET"
+    " change_id = excluded.change_id, parent_id = excluded.parent_id,"
+    " status = excluded.status, published_status = excluded.published_status,"
+    " revision = delivery_tasks.revision"
+    " + (delivery_tasks.contract_digest != excluded.contract_digest),"
+    " contract = excluded.contract, contract_digest = excluded.contract_digest,"
+    " outcome = excluded.outcome, updated_at = excluded.updated_at"
+)
+
 
 def _apply_tasks(
     conn: sqlite3.Connection, items: list[tuple[str, Record | None]], now: str
@@ -268,6 +295,7 @@ def _apply_tasks(
             removals.append((REMOVED_REASON, now, name))
             continue
         body = found.body
+        status = body["status"]
         contract_text = _contract_text(found)
         outcome = body.get("outcome")
         upserts.append(
@@ -275,27 +303,19 @@ def _apply_tasks(
                 name,
                 body.get("change_id"),
                 body.get("parent_id"),
-                body["status"],
-                body["status"],
+                status,
+                status,
                 contract_text,
-                canon.digest_bytes(contract_text.encode("utf-8")),
+                text_digest(contract_text),
                 None if outcome is None else canonical_part(found, outcome),
                 now,
                 now,
             )
         )
-    conn.executemany(
-        "INSERT INTO delivery_tasks (id, change_id, parent_id, status, published_status,"
-        " contract, contract_digest, outcome, revision, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (id) DO UPDATE SET"
-        " change_id = excluded.change_id, parent_id = excluded.parent_id,"
-        " status = excluded.status, published_status = excluded.published_status,"
-        " revision = delivery_tasks.revision"
-        " + (delivery_tasks.contract_digest != excluded.contract_digest),"
-        " contract = excluded.contract, contract_digest = excluded.contract_digest,"
-        " outcome = excluded.outcome, updated_at = excluded.updated_at",
-        upserts,
-    )
+    for start in range(0, len(upserts), _ROWS_PER_INSERT):
+        chunk = upserts[start : start + _ROWS_PER_INSERT]
+        marks = ", ".join([_TASK_ROW] * len(chunk))
+        conn.execute(_TASK_UPSERT.format(marks), [value for row in chunk for value in row])
     conn.executemany(
         "UPDATE delivery_tasks SET status = 'removed', removed_reason = ?, updated_at = ?"
         " WHERE id = ? AND status != 'removed'",
@@ -310,7 +330,7 @@ def _contract_text(found: Record) -> str:
     member's unescaped quotes cannot occur inside a string, and the top-level member is
     there, so a single occurrence is it); encoded afresh otherwise."""
     text = found.text
-    members = ['"status":' + canonical_part(found, found.body["status"])]
+    members = [f'"status":"{found.body["status"]}"']  # a published status: plain ASCII
     if "outcome" in found.body:
         members.append('"outcome":' + canonical_part(found, found.body["outcome"]))
     for member in members:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ithaca.delivery import ledger_bulk
 from ithaca.delivery.ledger_format import Conflict, Ledger, document, parse, render
 from ithaca.delivery.ledger_merge import three_way
 from ithaca.kernel import errors
@@ -34,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return INVALID
     shown = args[3] if len(args) == 4 else "the team ledger"
     try:
-        conflicts = merge_files(args[0], args[1], args[2], shown)
+        with ledger_bulk.paused():
+            conflicts = merge_files(args[0], args[1], args[2], shown)
     except (errors.IthacaError, OSError) as exc:
         print(f"ithaca merge driver: {shown} left as it was: {exc}", file=sys.stderr)
         return INVALID

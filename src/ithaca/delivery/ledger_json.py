@@ -51,7 +51,8 @@ class Reader:
         """``load`` for a whole UTF-8 file: a raw character beyond U+FFFF is found by its
         lead byte (0xF0 and up), far faster than ``max`` over megabytes of text."""
         text = data.decode("utf-8")
-        if "\\ud" in text or "\\uD" in text or data.translate(None, _BELOW_FOUR_BYTE_LEADS):
+        escaped = "\\u" in text and ("\\ud" in text or "\\uD" in text)  # one scan, mostly
+        if escaped or data.translate(None, _BELOW_FOUR_BYTE_LEADS):
             self.exact = False
         return self._decoder.decode(text)
 

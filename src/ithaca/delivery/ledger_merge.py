@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 
 from ithaca.delivery.ledger_format import Key, Record
 
@@ -81,19 +82,24 @@ def three_way(
     frozen record stays a clash whatever ``resolve`` says, unless it says ``ours``."""
     choices = resolve or {}
     merge = Merge()
-    for key in set(base) | set(ours) | set(theirs):
+    # Every key once, theirs' first: records are taken in the file's (sorted) order.
+    for key in dict.fromkeys(chain(theirs, ours, base)):
+        taken = theirs.get(key)
+        incoming = None if taken is None else taken.digest
         was = base.get(key)
-        mine = _digest(ours.get(key))
-        incoming = _digest(theirs.get(key))
-        if mine == incoming or incoming == was:
-            continue
+        if incoming == was:
+            continue  # theirs did not change it
+        kept = ours.get(key)
+        mine = None if kept is None else kept.digest
+        if mine == incoming:
+            continue  # both already agree
         reason = None
         if key in frozen:
             reason = ACTIVE_TASK
         elif mine != was:
             reason = BOTH_CHANGED
         if reason is None:
-            merge.taken[key] = theirs.get(key)
+            merge.taken[key] = taken
             continue
         label = f"{key[0]}:{key[1]}"
         choice = choices.get(label)
@@ -101,12 +107,8 @@ def three_way(
             merge.resolved[label] = choice
         elif choice == "theirs" and reason == BOTH_CHANGED:
             merge.resolved[label] = choice
-            merge.taken[key] = theirs.get(key)
+            merge.taken[key] = taken
         else:
             merge.clashes.append(Clash(key, was, mine, incoming, reason))
     merge.clashes.sort(key=lambda clash: clash.key)
     return merge
-
-
-def _digest(found: Record | None) -> str | None:
-    return None if found is None else found.digest

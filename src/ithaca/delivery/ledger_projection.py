@@ -71,8 +71,9 @@ def project(conn: sqlite3.Connection) -> Ours:
 def task_body(
     contract: dict[str, Any], status: str, published: str | None, outcome: Any
 ) -> dict[str, Any]:
-    """A task's body: its contract, its status as published, its outcome if any."""
-    body = dict(contract)
+    """A task's body: its contract, its status as published, its outcome if any. The
+    ``contract`` dict itself becomes the body (each is freshly parsed from its row)."""
+    body = contract
     body["status"] = (published or "pending") if status == "in_progress" else status
     if outcome is not None:
         body["outcome"] = outcome

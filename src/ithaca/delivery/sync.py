@@ -15,6 +15,7 @@ from typing import Any
 
 from ithaca.delivery import (
     ledger_base,
+    ledger_bulk,
     sync_import,
     sync_inspect,
     sync_migrate,
@@ -99,23 +100,8 @@ def sync(
     """``sync {action, resolve?, idempotency_key?}`` → the action's answer with
     ``diagnostics`` and ``journal_seq``."""
     request = parse(arguments)
-    if request.action == "inspect":
-        with store.read() as conn:
-            return sync_inspect.inspect(conn, project)
-    assert request.key is not None
-    runner = units or Units(project, store)
-    normalised = {"resolve": request.resolve} if request.action == "import" else {}
-    guard = Guard(request.key, TOOL, request_digest(TOOL, request.action, normalised))
-    answer, replayed = runner.run_keyed(
-        guard,
-        lambda conn: _prepare(conn, project, request),
-        f"sync {request.action}",
-        {"action": request.action},
-    )
-    if replayed:
-        return {**flat(answer), "replayed": True}
-    ledger_base.remember_stat(store, project.state_root)
-    return flat(answer)
+    with ledger_bulk.paused():
+        return _run(project, store, request, units)
 
 
 def rehash(
@@ -141,6 +127,26 @@ def rehash(
     request = {"action": "import", "idempotency_key": f"{key}.import"}
     imported = sync(project, store, config, request, units=runner)
     return {**imported, "rehashed": answer["result"]["rehashed"]}
+
+
+def _run(project: Project, store: Store, request: Request, units: Units | None) -> dict[str, Any]:
+    if request.action == "inspect":
+        with store.read() as conn:
+            return sync_inspect.inspect(conn, project)
+    assert request.key is not None
+    runner = units or Units(project, store)
+    normalised = {"resolve": request.resolve} if request.action == "import" else {}
+    guard = Guard(request.key, TOOL, request_digest(TOOL, request.action, normalised))
+    answer, replayed = runner.run_keyed(
+        guard,
+        lambda conn: _prepare(conn, project, request),
+        f"sync {request.action}",
+        {"action": request.action},
+    )
+    if replayed:
+        return {**flat(answer), "replayed": True}
+    ledger_base.remember_stat(store, project.state_root)
+    return flat(answer)
 
 
 def _prepare(conn: sqlite3.Connection, project: Project, request: Request) -> Plan:

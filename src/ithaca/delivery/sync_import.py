@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ithaca.delivery import ledger_apply, ledger_base, registry
+from ithaca.delivery import ledger_apply, ledger_base, ledger_bulk, registry
 from ithaca.delivery.contract import Diagnostic, diagnostic
 from ithaca.delivery.ledger_format import LEDGER_PATH, Ledger, document_digest
 from ithaca.delivery.sync_incoming import (
@@ -132,13 +132,14 @@ def run_unkeyed(
 ) -> dict[str, Any] | None:
     """Run a sync another call triggered (it has no key of its own), preparing again
     while other writers overtake it; None when they kept doing so."""
-    for _ in range(MAX_ATTEMPTS):
-        try:
-            with store.read() as conn:
-                prepared = prepare(conn)
-            return units.run(prepared, None)
-        except Stale:
-            continue
+    with ledger_bulk.paused():
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                with store.read() as conn:
+                    prepared = prepare(conn)
+                return units.run(prepared, None)
+            except Stale:
+                continue
     return None
 
 

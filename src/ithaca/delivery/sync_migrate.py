@@ -16,13 +16,14 @@ from ithaca.delivery import ledger_base
 from ithaca.delivery.ledger_format import (
     LEDGER_PATH,
     SCHEMA_VERSION,
+    document_digest,
     parse,
     render,
     schema_version_of,
 )
 from ithaca.delivery.sync_incoming import check_project, journal_head, read_file
 from ithaca.delivery.units import Outcome, Plan, Stale, TrackedWrite, unchanged
-from ithaca.kernel import canon, journal
+from ithaca.kernel import journal
 from ithaca.kernel.errors import Refused
 from ithaca.kernel.files import write_atomic
 from ithaca.kernel.project import Project
@@ -52,7 +53,7 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
     data = render(ledger)
     if data == found.data:
         return unchanged(OP, {"status": "current", "migrated": False}, [])
-    digest = canon.digest_bytes(data)
+    digest = document_digest(data)
     backup = f"backups/ledger-{found.digest}.json"
     head = journal_head(conn)
     result: dict[str, Any] = {"status": "migrated", "migrated": True, "backup": backup}

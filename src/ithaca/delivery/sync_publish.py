@@ -19,6 +19,9 @@ from ithaca.delivery import ledger_apply, ledger_base
 from ithaca.delivery.contract import Diagnostic, diagnostic
 from ithaca.delivery.ledger_format import (
     LEDGER_PATH,
+    Key,
+    Record,
+    Stamp,
     document,
     document_digest,
     render,
@@ -58,9 +61,10 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
     project_id = new_project_id() if previous is None else previous.project_id
     stamps = {} if previous is None else previous.stamps
     merged = incoming.merge.merged(incoming.ours.records)
+    numbered, changed = _numbered(merged, stamps)
     ledger = document(
         project_id,
-        tuple(revised(found, stamps.get(key)) for key, found in merged.items()),
+        numbered,
         generation=0 if previous is None else previous.generation + 1,
         parent_digest=None if previous is None else previous.state_digest,
         ancestors=() if previous is None else (previous.state_digest, *previous.ancestors),
@@ -74,7 +78,6 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
         return unchanged(OP, summary, [])
     data = render(ledger)
     digest = document_digest(data)
-    changed = sum(1 for found in records if stamps.get(found.key) != found.stamp)
     removed = sum(1 for key in stamps if key not in merged)
     prepared = ledger_apply.prepare(project.state_root, incoming.merge.taken)
     diagnostics: list[Diagnostic] = relation_notes(incoming.relation) + prepared.diagnostics
@@ -137,6 +140,21 @@ def auto_publish(project: Project, store: Store, units: Units) -> list[Diagnosti
         return [_deferred("other writers kept changing the state")]
     ledger_base.remember_stat(store, project.state_root)
     return list(answer["diagnostics"])
+
+
+def _numbered(
+    merged: dict[Key, Record], stamps: dict[Key, Stamp]
+) -> tuple[tuple[Record, ...], int]:
+    """Each record numbered against the one it follows (``revised``), and how many
+    changed: new ones and those whose digest moved."""
+    numbered = []
+    changed = 0
+    for key, found in merged.items():
+        previous = stamps.get(key)
+        if previous is None or previous.digest != found.digest:
+            changed += 1
+        numbered.append(revised(found, previous))
+    return tuple(numbered), changed
 
 
 def _deferred(why: str) -> Diagnostic:

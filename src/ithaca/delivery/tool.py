@@ -19,7 +19,8 @@ RECORD_DESCRIPTION = (
     "Record delivery facts: entries [{kind, action, data, idempotency_key}] (≤ 50, in "
     "order; same key replays). baseline initialize|start|observe|revise|accept, "
     "change_contract open|revise|cancel, decision accept|defer, task_contract "
-    "define|revise|remove, artifact bind, event append."
+    "define|revise|remove, task_outcome start|complete|block|reopen, artifact bind, event "
+    "append."
 )
 
 RECORD_SCHEMA: dict[str, Any] = {

@@ -13,8 +13,9 @@ the database does not know, or a row whose file is missing:
 3. **T2** re-checks the idempotency key, runs the action's commit (its own re-checks, its
    rows, its journal events), registers the files with their digests, stores the key's
    answer and marks the intent ``committed``.
-4. Post-commit work, then ``done``: today that is dropping the copies; the team ledger
-   will publish here.
+4. Post-commit work, then ``done``: dropping the copies. Publishing the team ledger
+   follows the unit in ``DeliveryService``, which also publishes when it recovers a dead
+   writer's ``committed`` intent.
 
 A unit may also move folders (``Rename``: archiving moves a change folder). The moves
 happen in step 2 before any file is written, so every target names its final place;
@@ -81,17 +82,20 @@ KERNEL_TEMP_NAME = re.compile(r"\.ithaca-[0-9a-f]{16}\.tmp")
 
 @dataclass(frozen=True)
 class TrackedWrite:
-    """One tracked file a unit writes; ``path`` is relative to the state root."""
+    """One tracked file a unit writes; ``path`` is relative to the state root.
+
+    ``digest`` is taken once, when the write is made: a unit compares, records and
+    registers it, and a ledger of 10,000 tasks is megabytes to hash."""
 
     path: str
     data: bytes
     kind: str
     scope_type: str
     scope_id: str | None
+    digest: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def digest(self) -> str:
-        return canon.digest_bytes(self.data)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", canon.digest_bytes(self.data))
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ class Stage:
     say: Callable[[str], None]
     session_id: str = "demo-session-1"
     notes: dict[str, Any] = field(default_factory=dict)
+    # Added to the environment of every process the stage starts.
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         env = {
@@ -48,6 +50,7 @@ class Stage:
             )
         }
         env["ITHACA_HOME"] = str(self.home)
+        env.update(self.extra_env)
         return env
 
     def hook(self, event: str, **fields: Any) -> dict[str, Any]:
@@ -99,13 +102,20 @@ def expect(condition: bool, message: str) -> None:
 
 def run(say: Callable[[str], None], keep: bool = False) -> int:
     """Play every scene; returns the process exit code."""
-    from ithaca.demo import debugging_session, delivery_run, protocols_turn, ultragoal_pursuit
+    from ithaca.demo import (
+        debugging_session,
+        delivery_run,
+        protocols_turn,
+        team_step,
+        ultragoal_pursuit,
+    )
 
     scenes = [
         protocols_turn.play,
         debugging_session.play,
         delivery_run.play,
         ultragoal_pursuit.play,
+        team_step.play,
     ]
     workdir = Path(tempfile.mkdtemp(prefix="ithaca-demo-"))
     stage = Stage(root=workdir / "repo", home=workdir / "home", say=say)
