@@ -1183,3 +1183,33 @@ def test_concurrent_identical_requests_all_name_the_one_stored_approval(
     stored = governed.store.connection().execute("SELECT id FROM protocol_approvals").fetchall()
     assert [row[0] for row in stored] == sorted(named)
     assert len(named) == 1
+
+
+# --- verifying the cached bundle's rows ---------------------------------------------------
+
+
+def test_a_row_edited_behind_ithaca_is_caught_even_after_the_rows_were_verified(
+    hook, ready, rule, governed, decisions
+):
+    rule("team.notes", {"kind": "deny_path", "paths": ["secrets/**"]})
+    ready()
+    assert hook.write("a.txt").decision == "allow"  # verifies the rows, keeps a fingerprint
+    assert hook.write("b.txt").decision == "allow"  # the same rows: not verified again
+    with governed.store.write() as tx:
+        tx.execute("UPDATE protocols SET name = 'Renamed behind Ithaca' WHERE id = 'team.notes'")
+
+    assert hook.write("c.txt").decision == "deny"
+    assert decisions()[-1]["reasonCode"] == "BUNDLE_UNAVAILABLE"
+
+
+def test_the_verified_fingerprint_is_kept_with_the_bundle_cache(hook, ready, governed):
+    ready()
+    hook.write("a.txt")
+    hook.write("b.txt")
+    (cached,) = (
+        governed.store.connection()
+        .execute("SELECT bundle_ids_json FROM protocol_sessions WHERE host_session_id = 's1'")
+        .fetchone()
+    )
+    kept = json.loads(cached)
+    assert set(kept) == {"ids", "verified"} and len(kept["verified"]) == 64

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from ithaca.kernel import journal, lightjson, states
+from ithaca.kernel import canon, journal, lightjson, states
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import IthacaError
@@ -192,7 +192,10 @@ def _bundle(
     current = bundle.revision(conn)
     scratch["revision"] = current
     if cached_revision == current and cached_digest and cached_ids:
-        return _cached_protocols(conn, lightjson.loads(cached_ids), ctx), cached_digest
+        cached = lightjson.loads(cached_ids)
+        if isinstance(cached, list):  # as load_protocols writes it: not verified here yet
+            cached = {"ids": cached, "verified": None}
+        return _cached_protocols(conn, cached, ctx, scratch), cached_digest
     event = events.fetch(conn, event_id)
     computed = bundle.compute(conn, event, workflows)
     scratch["cache"] = (current, computed["digest"], [p["id"] for p in computed["protocols"]])
@@ -200,21 +203,35 @@ def _bundle(
 
 
 def _cached_protocols(
-    conn: sqlite3.Connection, protocol_ids: list[str], ctx: GateContext
+    conn: sqlite3.Connection, cached: dict[str, Any], ctx: GateContext, scratch: dict[str, Any]
 ) -> list[dict[str, Any]]:
+    """The cached bundle's rows, each verified (well formed, hash matching) unless these
+    exact rows, under the same known workflows, were verified by an earlier call: the
+    fingerprint of what was verified is kept with the cache, so an edited row, even one
+    whose stored hash was forged to match, is verified again."""
     from ithaca.protocols import events, records
 
+    protocol_ids: list[str] = cached["ids"]
     seeds = records.seed_records(conn)
     workflows = events.known_workflows(ctx.config)
     stored = records.read_many(conn, protocol_ids)
-    shaped = []
-    for protocol_id in protocol_ids:
-        record = stored.get(protocol_id)
-        if record is None:
-            raise records.corrupt(protocol_id, "MISSING_ROW")
-        records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
-        shaped.append(records.bundle_shape(record, seeds))
-    return shaped
+    missing = next((pid for pid in protocol_ids if pid not in stored), None)
+    if missing is not None:
+        raise records.corrupt(missing, "MISSING_ROW")
+    rows = [stored[protocol_id] for protocol_id in protocol_ids]
+    seen = _fingerprint(rows, workflows)
+    if seen != cached.get("verified"):
+        for record in rows:
+            records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
+        scratch["verified"] = {"ids": protocol_ids, "verified": seen}
+    return [records.bundle_shape(record, seeds) for record in rows]
+
+
+def _fingerprint(rows: list[dict[str, Any]], workflows: frozenset[str]) -> str:
+    """SHA-256 of the rows as read and the workflows they were checked against (the C JSON
+    encoder with sorted keys: a stable text, compared only with another made here)."""
+    text = lightjson.dumps([sorted(workflows), rows], sort_keys=True, ensure_ascii=False)
+    return canon.digest_bytes(text.encode("utf-8"))
 
 
 def _apply_constraints(
@@ -303,6 +320,12 @@ def commit(
             "UPDATE protocol_sessions SET bundle_revision = ?, bundle_digest = ?,"
             " bundle_ids_json = ? WHERE host_session_id = ? AND current_event_id = ?",
             (revision, digest, lightjson.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
+        )
+    elif scratch.get("verified") is not None:
+        conn.execute(
+            "UPDATE protocol_sessions SET bundle_ids_json = ?"
+            " WHERE host_session_id = ? AND current_event_id = ?",
+            (lightjson.dumps(scratch["verified"]), ctx.session_id, scratch["eventId"]),
         )
     if scratch.get("reconcileFiles"):
         from ithaca.protocols import events, reconcile
