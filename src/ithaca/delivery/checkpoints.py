@@ -222,7 +222,7 @@ def checkpoint(
 
 # --- reading ----------------------------------------------------------------------------------
 
-_COLUMNS = (
+COLUMNS = (
     "id",
     "stage",
     "scope_type",
@@ -248,7 +248,7 @@ def read(
 ) -> Row | None:
     """The ``draft`` or ``accepted`` checkpoint of (stage, scope), digest verified."""
     found = conn.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM delivery_checkpoints WHERE stage = ?"
+        f"SELECT {', '.join(COLUMNS)} FROM delivery_checkpoints WHERE stage = ?"
         " AND scope_type = ? AND ifnull(scope_id, '') = ? AND status = ?",
         (stage, scope_type, scope_id or "", status),
     ).fetchone()
@@ -257,7 +257,7 @@ def read(
 
 def verified(values: tuple[Any, ...]) -> Row:
     """A checkpoint row as a dict, provided it still hashes to its stored digest."""
-    row = dict(zip(_COLUMNS, values, strict=True))
+    row = dict(zip(COLUMNS, values, strict=True))
     for name in _JSON_COLUMNS:
         row[name] = json.loads(row[name])
     if row["digest"] is None or _digest(row) != row["digest"]:
@@ -692,16 +692,16 @@ def _put(tx: sqlite3.Connection, row: Row, replacing: str | None) -> None:
         "DELETE FROM delivery_checkpoints WHERE id = ? AND status = 'abandoned'", (row["id"],)
     )
     values = [
-        canon.canonical_text(row[name]) if name in _JSON_COLUMNS else row[name] for name in _COLUMNS
+        canon.canonical_text(row[name]) if name in _JSON_COLUMNS else row[name] for name in COLUMNS
     ]
     if replacing is None:
         tx.execute(
-            f"INSERT INTO delivery_checkpoints ({', '.join(_COLUMNS)}, created_at, updated_at)"
-            f" VALUES ({', '.join('?' * (len(_COLUMNS) + 2))})",
+            f"INSERT INTO delivery_checkpoints ({', '.join(COLUMNS)}, created_at, updated_at)"
+            f" VALUES ({', '.join('?' * (len(COLUMNS) + 2))})",
             (*values, now, now),
         )
         return
-    assignments = ", ".join(f"{name} = ?" for name in _COLUMNS)
+    assignments = ", ".join(f"{name} = ?" for name in COLUMNS)
     tx.execute(
         f"UPDATE delivery_checkpoints SET {assignments}, updated_at = ? WHERE id = ?",
         (*values, now, replacing),

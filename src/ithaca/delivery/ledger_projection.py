@@ -27,20 +27,7 @@ if TYPE_CHECKING:
 # The kinds of registered files that belong to a change record: its own documents.
 # Decision files travel with their decision records; artifacts are checkout evidence.
 CHANGE_DOCUMENT_KINDS = ("intent", "diagnosis", "plan", "archive")
-CHECKPOINT_COLUMNS = (
-    "id",
-    "stage",
-    "scope_type",
-    "scope_id",
-    "revision",
-    "status",
-    "payload",
-    "evidence",
-    "diagnostics",
-    "envelope_digest",
-    "supersedes_id",
-    "digest",
-)  # the column order ``checkpoints.verified`` reads
+CHECKPOINT_COLUMNS = checkpoints.COLUMNS  # the column order ``checkpoints.verified`` reads
 CHECKPOINT_BODY = tuple(name for name in CHECKPOINT_COLUMNS if name != "status")
 
 

@@ -33,6 +33,7 @@ export is skipped.
 
 from __future__ import annotations
 
+from ithaca.hosts.claude import tool_call as tool_call  # Codex names them alike
 from ithaca.kernel import lightjson
 from ithaca.kernel.gates import Opinion
 
@@ -45,14 +46,6 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreC
 SESSION_ENV_FILE = "CODEX_ENV_FILE"
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 ASK_NOTE = "(Codex cannot ask the user to confirm a call, so Ithaca denies it.)"
-
-
-def tool_call(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    name = payload.get("tool_name")
-    tool_input = payload.get("tool_input")
-    return (name if isinstance(name, str) else ""), (
-        tool_input if isinstance(tool_input, dict) else {}
-    )
 
 
 def render(event: str, final: Opinion) -> tuple[str, int]:
