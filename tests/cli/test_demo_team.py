@@ -1,19 +1,13 @@
 """``ithaca demo``'s team step, played through real ``git``, the ``ithaca`` CLI, the MCP
-server and the hook process in a throwaway repository, and its place in the demo."""
+server and the hook process in a throwaway repository."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from pathlib import Path
 
-import pytest
-
-from ithaca import demo
 from ithaca.demo import Stage, team_step
-
-SCENES = ("protocols_turn", "debugging_session", "delivery_run", "ultragoal_pursuit", "team_step")
 
 
 def test_the_team_step_merges_two_branches_and_completes_a_task_in_its_session(
@@ -44,15 +38,3 @@ def test_the_team_step_merges_two_branches_and_completes_a_task_in_its_session(
     ledger = json.loads((project_dir / ".ithaca" / "tasks" / "tasks.json").read_text())
     statuses = {item["id"]: item["body"]["status"] for item in ledger["records"]}
     assert (statuses["T-3"], statuses["T-4"]) == ("completed", "pending")
-
-
-def test_the_demo_plays_the_team_step_last(monkeypatch: pytest.MonkeyPatch) -> None:
-    played: list[str] = []
-    for scene in SCENES:
-        module = importlib.import_module(f"ithaca.demo.{scene}")
-        monkeypatch.setattr(module, "play", lambda stage, name=scene: played.append(name))
-    said: list[str] = []
-
-    assert demo.run(said.append) == 0
-    assert played == list(SCENES)
-    assert said[-1].startswith("\nDemo complete")

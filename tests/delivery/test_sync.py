@@ -17,7 +17,7 @@ from ithaca.app import IthacaProject
 from ithaca.delivery import ledger_format, sync, sync_import, sync_publish, sync_rehash
 from ithaca.delivery.ledger_format import LEDGER_PATH, Key, Ledger, Record, document, parse
 from ithaca.kernel import canon
-from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput
+from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, Refused
 
 _KEYS = itertools.count(1)
 
@@ -310,6 +310,21 @@ def test_a_ledger_of_another_project_or_edited_by_hand_is_refused(published: Ith
         call(published, "import")
     assert caught.value.code == "LEDGER_DIGEST_MISMATCH"
     assert call(published, "inspect")["status"] == "corrupt"
+
+
+def test_a_ledger_from_a_newer_ithaca_is_reported_and_never_migrated(
+    published: IthacaProject,
+) -> None:
+    value = json.loads(ledger_file(published).read_text())
+    value["schema_version"] = 2
+    ledger_file(published).write_text(json.dumps(value))
+
+    answer = call(published, "inspect")
+    assert answer["status"] == "corrupt"
+    assert "LEDGER_SCHEMA_TOO_NEW" in [d["code"] for d in answer["diagnostics"]]
+    with pytest.raises(Refused) as caught:
+        call(published, "migrate")
+    assert caught.value.code == "LEDGER_SCHEMA_TOO_NEW"
 
 
 def test_a_fresh_checkout_imports_every_kind_of_record(

@@ -62,6 +62,7 @@ def test_the_typed_token_on_a_terminal_passes(monkeypatch):
         ("ultragoal", "--session", "s-1", "resume-pursuit"),
         ("sync", "import", "--resolve", "task:T1=ours", "--rehash"),
         ("session", "reset-circuit", "T1"),
+        ("session", "acquire", "T-1", "--strategy", "takeover", "--force"),
     ],
 )
 def test_user_only_commands_are_recognised_wherever_options_stand(argv):
@@ -73,4 +74,5 @@ def test_read_commands_are_not_user_only():
     assert user_only_command(("doctor", "--json")) is None
     assert user_only_command(("doctor", "--repair")) is None
     assert user_only_command(("sync", "import", "--resolve", "task:T1=ours")) is None
+    assert user_only_command(("session", "acquire", "T-1")) is None
     assert user_only_command(("ultragoal", "set-blocked", "--reason", "resume-pursuit")) is None

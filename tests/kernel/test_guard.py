@@ -169,6 +169,8 @@ def test_a_line_that_hides_which_ithaca_command_runs_is_denied(project_dir, ctx,
     [
         'ithaca ultragoal set-blocked --reason "$REASON"',
         "ithaca --project . protocols list --json",
+        'ithaca --project "$PWD" context',
+        'ithaca ultragoal --session "$ITHACA_SESSION_ID" status',
         "echo 'ithaca protocols approve apr_X' | grep approve",
         "git commit -m 'Run ithaca protocols approve apr_X next'",
         "python tools/report.py --about ithaca",

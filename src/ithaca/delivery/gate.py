@@ -39,6 +39,7 @@ import os
 import sys
 
 from ithaca.delivery import leases
+from ithaca.kernel import ids
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 from ithaca.kernel.project import STATE_DIR_NAME
 
@@ -54,8 +55,7 @@ EVENTS = ("SessionStart", "PreCompact", "PreToolUse", "PostToolUse", "Stop")
 HEARTBEAT_EVENTS = ("PreCompact", "PostToolUse", "Stop")
 SESSION_VARIABLE = "ITHACA_DELIVERY_SESSION"
 SESSION_PREFIX = "ses_"
-_SESSION_ID_LENGTH = len(SESSION_PREFIX) + 26
-_CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+SESSION_ID_LENGTH = len(SESSION_PREFIX) + 26  # a prefix and a ULID (kernel.ids)
 NAME = "delivery"
 RECOVERY_FOLDER = "recovery"
 STAGES = ("research", "plan", "dev", "test", "review", "deliver")
@@ -288,7 +288,7 @@ def _prepare_heartbeat(ctx: GateContext) -> None:
 def _acting_sessions(ctx: GateContext, conn: sqlite3.Connection) -> list[str]:
     """The execution sessions this hook call acts for (see the module docstring)."""
     named = os.environ.get(SESSION_VARIABLE, "")
-    if _is_session_id(named) and conn.execute(_RUNNING, (named,)).fetchone():
+    if ids.matches("ses", named) and conn.execute(_RUNNING, (named,)).fetchone():
         return [named]
     if ctx.session_id:
         bound = [row[0] for row in conn.execute(_BOUND, (ctx.session_id,))]
@@ -313,8 +313,8 @@ def _acquired_sessions(ctx: GateContext) -> list[str]:
     found: list[str] = []
     start = text.find(SESSION_PREFIX)
     while start != -1:
-        candidate = text[start : start + _SESSION_ID_LENGTH]
-        if _is_session_id(candidate) and candidate not in found:
+        candidate = text[start : start + SESSION_ID_LENGTH]
+        if ids.matches("ses", candidate) and candidate not in found:
             found.append(candidate)
         start = text.find(SESSION_PREFIX, start + 1)
     return found
@@ -338,14 +338,6 @@ def _is_acquire(payload: dict[str, Any]) -> bool:
         elif named_ithaca and words[index : index + 2] == ["session", "acquire"]:
             return True
     return False
-
-
-def _is_session_id(value: str) -> bool:
-    return (
-        len(value) == _SESSION_ID_LENGTH
-        and value.startswith(SESSION_PREFIX)
-        and all(char in _CROCKFORD for char in value[len(SESSION_PREFIX) :])
-    )
 
 
 def _renew(ctx: GateContext, conn: sqlite3.Connection, bind: list[str], beat: list[str]) -> None:

@@ -91,10 +91,16 @@ def run_plan(
     worktrees.require_git()
     base = worktrees.main_head(project)
     branch = f"ithaca/plan/{change_id}"
+    existed = os.path.isdir(worktrees.path_for(project, f"plan-{change_id}"))
     integration = _integration_worktree(project, change_id, branch, base)
-    run, how = run_plan_runs.begin(
-        store, change_id, plan.checkpoint, plan.document, branch, integration
-    )
+    try:
+        run, how = run_plan_runs.begin(
+            store, change_id, plan.checkpoint, plan.document, branch, integration
+        )
+    except BaseException:
+        if not existed:  # refused (another run holds the change): leave nothing behind
+            worktrees.discard(project, integration, branch)
+        raise
     return _Runner(project, store, config, settings, run, plan).run_waves(how)
 
 

@@ -178,9 +178,10 @@ def _carry_out(
         return _resume(project, store, request, prepared, guard)
     if request.strategy == "takeover":
         old = prepared.running
-        if request.force and old["owner_pid"] is not None:
+        answer = _start(project, store, request, prepared, guard, adopted=old)
+        if request.force and old["owner_pid"] is not None:  # only once the takeover committed
             _stop_owner(old["owner_pid"], old["owner_start"])
-        return _start(project, store, request, prepared, guard, adopted=old)
+        return answer
     return _start(project, store, request, prepared, guard, adopted=None)
 
 

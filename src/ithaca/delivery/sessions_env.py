@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ithaca.delivery.gate import SESSION_VARIABLE
 from ithaca.kernel.project import Project
 
 RESERVED_PREFIX = "ITHACA_"
-SESSION_VARIABLE = "ITHACA_DELIVERY_SESSION"
 
 
 def reserved(project: Project, session: dict[str, Any], packet: dict[str, Any]) -> dict[str, str]:

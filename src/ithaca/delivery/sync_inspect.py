@@ -61,8 +61,19 @@ def inspect(conn: sqlite3.Connection, project: Project) -> dict[str, Any]:
     if found.data is None:
         return answer
     version = schema_version_of(found.data)
-    if version is not None and version != SCHEMA_VERSION:
+    if isinstance(version, int) and version < SCHEMA_VERSION:
         answer["status"] = "migration_required"
+        return answer
+    if isinstance(version, int) and version > SCHEMA_VERSION:  # no migrate can read it
+        answer["status"] = "corrupt"
+        diagnostics.append(
+            diagnostic(
+                "LEDGER_SCHEMA_TOO_NEW",
+                "needs_attention",
+                f"the ledger has schema_version {version}; this Ithaca reads"
+                f" {SCHEMA_VERSION}: upgrade Ithaca",
+            )
+        )
         return answer
     try:
         theirs = parse(found.data)

@@ -38,6 +38,7 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("doctor", "restore"),
     ("doctor", "--rebuild"),
     ("session", "reset-circuit"),
+    ("session", "acquire", "--force"),
     ("sync", "import", "--rehash"),
 )
 
@@ -47,7 +48,7 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
 HOST_COMMANDS = frozenset({"hook", "install", "uninstall"})
 # Options a group takes with a value (``ithaca --project P …``, ``ithaca ultragoal
 # --session S …``): their values are not subcommand words.
-_GLOBAL_VALUE_OPTIONS = frozenset({"--project", "--session"})
+GROUP_VALUE_OPTIONS = frozenset({"--project", "--session"})
 
 
 def command_words(argv: tuple[str, ...] | list[str]) -> list[str]:
@@ -57,7 +58,7 @@ def command_words(argv: tuple[str, ...] | list[str]) -> list[str]:
     for word in argv:
         if skip:
             skip = False
-        elif word in _GLOBAL_VALUE_OPTIONS:
+        elif word in GROUP_VALUE_OPTIONS:
             skip = True
         elif not word.startswith("-"):
             words.append(word)

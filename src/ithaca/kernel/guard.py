@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from ithaca.kernel import config
-from ithaca.kernel.authority import command_kind, user_only_command
+from ithaca.kernel.authority import GROUP_VALUE_OPTIONS, command_kind, user_only_command
 from ithaca.kernel.call import DECLARATIONS, Call, SimpleCommand, command_text
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 from ithaca.kernel.globmatch import fnmatchcase
@@ -318,9 +318,19 @@ def _fill_session(call: Call, session_id: str) -> Opinion:
 def _undecided_command_path(argv: tuple[str, ...]) -> bool:
     """Whether the shell, not the text, decides which Ithaca command runs: a substitution,
     variable or glob among the first two command words or the options before them
-    (``ithaca ultragoal $OP``, ``ithaca ultra*``). Later words are values and may vary."""
+    (``ithaca ultragoal $OP``, ``ithaca ultra*``). Values may vary: those of later words and
+    of the group options (``ithaca --project "$PWD" …``, ``--session "$ITHACA_SESSION_ID"``)."""
     literal = 0
+    value_next = False
     for word in argv:
+        if value_next:
+            value_next = False
+            continue
+        if word in GROUP_VALUE_OPTIONS:
+            value_next = True
+            continue
+        if word.split("=", 1)[0] in GROUP_VALUE_OPTIONS:
+            continue
         if _shell_decided(word) or _has_glob(word):
             return True
         if not word.startswith("-"):

@@ -193,7 +193,7 @@ def _bundle(
     scratch["revision"] = current
     if cached_revision == current and cached_digest and cached_ids:
         cached = lightjson.loads(cached_ids)
-        if isinstance(cached, list):  # as load_protocols writes it: not verified here yet
+        if isinstance(cached, list):  # written by an earlier release: ids, nothing verified
             cached = {"ids": cached, "verified": None}
         return _cached_protocols(conn, cached, ctx, scratch), cached_digest
     event = events.fetch(conn, event_id)
@@ -319,7 +319,13 @@ def commit(
         conn.execute(
             "UPDATE protocol_sessions SET bundle_revision = ?, bundle_digest = ?,"
             " bundle_ids_json = ? WHERE host_session_id = ? AND current_event_id = ?",
-            (revision, digest, lightjson.dumps(protocol_ids), ctx.session_id, scratch["eventId"]),
+            (
+                revision,
+                digest,
+                lightjson.dumps({"ids": protocol_ids, "verified": None}),
+                ctx.session_id,
+                scratch["eventId"],
+            ),
         )
     elif scratch.get("verified") is not None:
         conn.execute(

@@ -185,7 +185,7 @@ class ProtocolsService:
                         loaded_at,
                         computed["revision"],
                         computed["digest"],
-                        json.dumps(payload["protocolIds"]),
+                        json.dumps({"ids": payload["protocolIds"], "verified": None}),
                         loaded_at,
                         session_id,
                         event_id,

@@ -93,8 +93,18 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
                 f"`{spelled}` is the user's to run here ({why}). Show the user the exact"
                 " command and wait for them to run it in their own terminal.",
             )
+        if operation in READ_OPERATIONS:
+            continue
         named = _option_value(argv, "--session") or _assigned_session(command) or line_session
-        if operation not in READ_OPERATIONS and named is not None and named != ctx.session_id:
+        if named in (f"${SESSION_VARIABLE}", f"${{{SESSION_VARIABLE}}}"):
+            named = line_session or ctx.session_id  # the variable our SessionStart exports
+        if named is not None and ("$" in named or "`" in named):
+            return _deny(
+                "AUTHORITY_UNVERIFIABLE_COMMAND",
+                f"`{spelled}` takes its session from the shell ({named}), so Ithaca cannot"
+                " verify it is this one. Leave --session out: the session is found for you.",
+            )
+        if named is not None and named != ctx.session_id:
             return _deny(
                 "SESSION_MISMATCH",
                 f"`{spelled}` names session {named!r}, but this is session"
