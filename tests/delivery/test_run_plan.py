@@ -20,6 +20,7 @@ from ithaca.app import IthacaProject
 from ithaca.cli.run_plan_command import run_plan_command
 from ithaca.delivery import processes, run_plan_worker, sessions_acquire
 from ithaca.delivery.run_plan import run_plan
+from ithaca.kernel.config import defaults
 from ithaca.kernel.errors import InvalidInput, IthacaError, Refused
 
 WORKER = """
@@ -125,14 +126,16 @@ def settings(tmp_path: Path, reports: Path) -> Any:
     script.write_text(WORKER)
 
     def make(mode: str = "work", **run_plan: Any) -> dict[str, Any]:
-        return {
-            "run_plan": {
+        config = defaults()
+        config["run_plan"].update(
+            {
                 "worker": [sys.executable, str(script), mode, NOT_A_SHELL],
                 "env": {"REPORT_DIR": str(reports)},
                 "timeout_s": 120,
                 **run_plan,
             }
-        }
+        )
+        return config
 
     return make
 

@@ -41,8 +41,8 @@ _RENEW = (
 
 
 def ttl_s(config: dict[str, Any]) -> int:
-    """The lease TTL new sessions get: ``[delivery] lease_ttl_s``, else 30 minutes."""
-    return int(config.get("delivery", {}).get("lease_ttl_s", DEFAULT_TTL_S))
+    """The lease TTL new sessions get: ``[delivery] lease_ttl_s`` (30 minutes by default)."""
+    return int(config["delivery"]["lease_ttl_s"])
 
 
 def now_ms() -> int:

@@ -22,8 +22,6 @@ from typing import Any
 from ithaca.delivery.sessions_env import RESERVED_PREFIX
 from ithaca.kernel.errors import InvalidInput, Refused
 
-DEFAULT_TIMEOUT_S = 3600
-DEFAULT_MAX_PARALLEL = 4
 # Variables a worker inherits from the runner's environment.
 INHERITED = (
     "PATH",
@@ -50,39 +48,29 @@ class Worker:
 
 
 def worker(config: dict[str, Any]) -> Worker:
-    """The configured worker, checked."""
-    section = config.get("run_plan") or {}
-    argv = section.get("worker") or []
-    if not argv or not all(isinstance(word, str) and word for word in argv):
+    """The configured worker (types and ranges were checked when the configuration was
+    loaded); refused when none is set or its ``env`` claims Ithaca's own variables."""
+    section = config["run_plan"]
+    if not section["worker"]:
         raise Refused(
             "WORKER_NOT_CONFIGURED",
             'run-plan needs a worker command: set `[run_plan] worker = ["program", "arg"]`'
             " in .ithaca/.runtime/config.toml (the user's own file; agents cannot write it)",
             {"section": "run_plan", "key": "worker"},
         )
-    env = section.get("env") or {}
-    for name, value in sorted(env.items()):
+    for name in sorted(section["env"]):
         if name.startswith(RESERVED_PREFIX):
             raise InvalidInput(
                 "WORKER_ENV_RESERVED",
                 f"[run_plan] env sets {name}; ITHACA_* variables are Ithaca's to set",
                 {"name": name},
             )
-        if not isinstance(value, str):
-            raise InvalidInput(
-                "INVALID_CONFIG",
-                f"[run_plan] env {name} must be a string",
-                {"key": f"run_plan.env.{name}"},
-            )
-    timeout_s = section.get("timeout_s", DEFAULT_TIMEOUT_S)
-    max_parallel = section.get("max_parallel", DEFAULT_MAX_PARALLEL)
-    if not timeout_s > 0 or not max_parallel >= 1:
-        raise InvalidInput(
-            "INVALID_CONFIG",
-            "[run_plan] timeout_s must be positive and max_parallel at least 1",
-            {"key": "run_plan"},
-        )
-    return Worker(tuple(argv), dict(env), float(timeout_s), int(max_parallel))
+    return Worker(
+        tuple(section["worker"]),
+        dict(section["env"]),
+        float(section["timeout_s"]),
+        int(section["max_parallel"]),
+    )
 
 
 def environment(settings: Worker, reserved: dict[str, str]) -> dict[str, str]:
