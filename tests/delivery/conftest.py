@@ -91,3 +91,26 @@ def new_change(record: Record) -> Callable[..., dict[str, Any]]:
     return lambda change_id="add-login", kind="standard", **data: open_change(
         record, change_id, kind, **data
     )
+
+
+@pytest.fixture
+def define_task(record: Record, new_change: Callable[..., Any]) -> Callable[..., str]:
+    """``define_task(argv=...)``: open change add-login and define its task T-1 (one file,
+    the given verification command); returns the task id."""
+
+    def define(argv: tuple[str, ...] = ("pytest", "-q")) -> str:
+        new_change()
+        record(
+            "task_contract",
+            "define",
+            {
+                "id": "T-1",
+                "change_id": "add-login",
+                "title": "Add login form",
+                "verification": {"argv": list(argv)},
+                "files_modified": ["src/app.py"],
+            },
+        )
+        return "T-1"
+
+    return define

@@ -35,7 +35,7 @@ def git(root: Path | str, *args: str) -> str:
 
 
 @pytest.fixture
-def task(project_dir: Path, record: Any, new_change: Any) -> str:
+def task(project_dir: Path, define_task: Any) -> str:
     """Task T-1 of change add-login, in a repository whose first commit holds the team's
     tracked ``.ithaca/`` files next to the code."""
     git(project_dir, "config", "user.email", "dev@example.com")
@@ -44,19 +44,7 @@ def task(project_dir: Path, record: Any, new_change: Any) -> str:
     (project_dir / "src" / "app.py").write_text("print('hi')\n")
     git(project_dir, "add", "-A")
     git(project_dir, "commit", "-qm", "first")
-    new_change()
-    record(
-        "task_contract",
-        "define",
-        {
-            "id": "T-1",
-            "change_id": "add-login",
-            "title": "Add login form",
-            "verification": {"argv": ["pytest", "-q"]},
-            "files_modified": ["src/app.py"],
-        },
-    )
-    return "T-1"
+    return str(define_task())
 
 
 def call(project: IthacaProject, **request: Any) -> dict[str, Any]:

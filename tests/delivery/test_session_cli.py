@@ -14,19 +14,8 @@ from ithaca.cli.session_command import group
 
 
 @pytest.fixture
-def task(record: Any, new_change: Any) -> str:
-    new_change()
-    record(
-        "task_contract",
-        "define",
-        {
-            "id": "T-1",
-            "change_id": "add-login",
-            "title": "Add login form",
-            "verification": {"argv": ["true"]},
-        },
-    )
-    return "T-1"
+def task(define_task: Any) -> str:
+    return str(define_task(("true",)))
 
 
 def ithaca_session(project_dir: Path, *args: str, **env: str) -> Result:

@@ -26,20 +26,8 @@ _KEYS = itertools.count(1)
 
 
 @pytest.fixture
-def task(record: Any, new_change: Any) -> str:
-    new_change()
-    record(
-        "task_contract",
-        "define",
-        {
-            "id": "T-1",
-            "change_id": "add-login",
-            "title": "Add login form",
-            "verification": {"argv": ["pytest", "-q"]},
-            "files_modified": ["src/app.py"],
-        },
-    )
-    return "T-1"
+def task(define_task: Any) -> str:
+    return str(define_task())
 
 
 def outcome(
