@@ -20,8 +20,12 @@ from ithaca.kernel.authority import AGENT_ENVIRONMENT
 def hermetic_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """User settings in a temporary home, and no coding-agent or state-root variables."""
+    """User settings in a temporary home, no coding-agent or state-root variables, and this
+    Ithaca's commands on ``PATH``, as on a machine where the user installed it (the wiring
+    the hosts run names ``ithaca-hook`` and ``ithaca``, not paths)."""
     monkeypatch.setenv("ITHACA_HOME", str(tmp_path_factory.mktemp("ithaca-home")))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path_factory.mktemp("codex-home")))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     for name in (*AGENT_ENVIRONMENT, "ITHACA_DIR", "ITHACA_SESSION_ID"):
         monkeypatch.delenv(name, raising=False)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -76,13 +76,11 @@ def test_a_read_only_shell_command_is_answered_with_silence(project_dir):
     assert (out, code) == ("", 0)
 
 
-def test_ithaca_mcp_calls_get_the_session_as_a_codex_rewrite(project_dir):
-    output = answer("PreToolUse", payload("pre-tool-use-mcp-ithaca", project_dir))
-    assert output["hookSpecificOutput"] == {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": "allow",
-        "updatedInput": {"operation": "status", "session": SESSION},
-    }
+def test_ithaca_mcp_calls_are_left_to_codex_with_a_ticket_for_the_server(project_dir):
+    assert answer("PreToolUse", payload("pre-tool-use-mcp-ithaca", project_dir)) == {}
+    conn = sqlite3.connect(project_dir / ".ithaca" / ".runtime" / "state.db")
+    tickets = conn.execute("SELECT host, host_session_id, tool FROM mcp_call_tickets").fetchall()
+    assert tickets == [("codex", SESSION, "ultragoal")]
 
 
 def test_an_ask_becomes_a_denial_because_codex_cannot_ask():
@@ -244,13 +242,13 @@ def test_codex_tools_that_only_read_are_not_mutating(tmp_path):
 
 @pytest.mark.parametrize("fixture", ["pre-tool-use-exec-command-argv", "pre-tool-use-apply-patch"])
 def test_a_codex_tool_call_loads_no_slow_standard_module(project_dir, fixture):
-    python, *rest = shlex.split(hook_command("PreToolUse"))
     done = subprocess.run(
-        [python, "-X", "importtime", *rest],
+        ["/bin/sh", "-c", hook_command("PreToolUse")],
         input=json.dumps(payload(fixture, project_dir)),
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
     )
     imported = {
         line.rsplit("|", 1)[1].strip()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import tomllib
 from pathlib import Path
@@ -64,10 +63,13 @@ def test_the_installed_hook_command_answers_codex(project_dir):
     install(project_dir)
     stop = json.loads((FIXTURES / "stop.json").read_text().replace("__CWD__", str(project_dir)))
     done = subprocess.run(
-        shlex.split(hook_command("Stop")), input=json.dumps(stop), capture_output=True, text=True
+        ["/bin/sh", "-c", hook_command("Stop")],
+        input=json.dumps(stop),
+        capture_output=True,
+        text=True,
     )
     assert (done.returncode, done.stdout) == (0, "{}\n")
-    assert shlex.split(hook_command("Stop"))[-2:] == ["codex", "Stop"]
+    assert hook_command("Stop").endswith("ithaca-hook codex Stop")
 
 
 def test_uninstall_leaves_the_users_config_byte_identical(user_files):

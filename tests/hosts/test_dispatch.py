@@ -103,11 +103,11 @@ def test_an_invalid_config_fails_closed_for_mutations_and_prompts(project_dir):
     assert json.loads(out)["decision"] == "block"
 
 
-def test_the_installed_hook_command_answers_without_site_packages(project_dir):
+def test_the_installed_hook_command_answers_through_the_ithaca_hook_on_path(project_dir):
     from ithaca.hosts.install_claude import hook_command
 
     command = hook_command("PreToolUse")
-    assert " -S " in command
+    assert sys.executable not in command and str(project_dir) not in command
     done = subprocess.run(
         command, shell=True, input=_edit(project_dir), capture_output=True, text=True
     )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -83,13 +83,13 @@ def test_hook_modules_do_not_import_dataclasses_or_typing():
 
 def _imported_by_the_installed_hook(event: str, payload: dict[str, object]) -> set[str]:
     """Every module the hook process ``ithaca install`` writes imports for one call."""
-    python, *rest = shlex.split(hook_command(event))
     done = subprocess.run(
-        [python, "-X", "importtime", *rest],
+        ["/bin/sh", "-c", hook_command(event)],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
     )
     return {
         line.rsplit("|", 1)[1].strip()
@@ -121,7 +121,7 @@ def governed_project(project_dir: Path) -> Path:
         )
     answer = json.loads(
         subprocess.run(
-            shlex.split(hook_command("UserPromptSubmit")),
+            ["/bin/sh", "-c", hook_command("UserPromptSubmit")],
             input=json.dumps({"session_id": "s1", "cwd": str(project_dir), "prompt": "Go."}),
             capture_output=True,
             text=True,

@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +43,7 @@ def manifest_server(root: Path) -> str | None:
 
 
 REAL_PYTHON = sys.executable
+REAL_HOOK = str(Path(sys.executable).parent / "ithaca-hook")
 
 
 def make_bin(folder: Path) -> Path:
@@ -51,7 +53,7 @@ def make_bin(folder: Path) -> Path:
     for name, text in (
         ("python", f'#!/bin/sh\nexec {shlex.quote(REAL_PYTHON)} "$@"\n'),
         ("ithaca", "#!/bin/sh\n"),
-        ("ithaca-hook", "#!/bin/sh\n"),
+        ("ithaca-hook", f'#!/bin/sh\nexec {shlex.quote(REAL_HOOK)} "$@"\n'),
     ):
         script = folder / name
         script.write_text(text)
@@ -65,12 +67,11 @@ def use_interpreter(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No ITHACA_DIR from the outside, no real scripts on PATH, a fake interpreter."""
+    """No ITHACA_DIR from the outside, and on PATH only a bin folder holding Ithaca's
+    commands under another interpreter path, as a tool install has them."""
     monkeypatch.delenv("ITHACA_DIR", raising=False)
-    empty_path = tmp_path / "empty-path"
-    empty_path.mkdir()
-    monkeypatch.setenv("PATH", str(empty_path))
     folder = make_bin(tmp_path / "venv-a" / "bin")
+    monkeypatch.setenv("PATH", str(folder))
     use_interpreter(monkeypatch, folder)
     return folder
 
@@ -103,7 +104,7 @@ def ithaca_commands(document: dict, event: str) -> list[str]:
         hook["command"]
         for group in document["hooks"].get(event, [])
         for hook in group["hooks"]
-        if "ithaca.hosts.main" in hook["command"]
+        if "ithaca-hook" in hook["command"]
     ]
 
 
@@ -135,7 +136,7 @@ def test_install_adds_every_claude_event_with_an_explicit_timeout(
         {"type": "command", "command": hook_command("Stop"), "timeout": 15}
     ]
     assert load(root / ".mcp.json") == {
-        "mcpServers": {"ithaca": {"command": str(hermetic / "ithaca"), "args": ["mcp"]}}
+        "mcpServers": {"ithaca": {"command": "ithaca", "args": ["mcp"]}}
     }
 
 
@@ -188,17 +189,23 @@ def test_reinstall_writes_nothing_and_adds_no_duplicates(tmp_path: Path) -> None
     assert all(len(ithaca_commands(settings_of(root), event)) == 1 for event in EVENTS)
 
 
-def test_reinstall_from_a_moved_interpreter_replaces_only_ithacas_entries_in_place(
+def test_reinstall_over_a_machine_path_hook_replaces_only_ithacas_entries_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hermetic: Path
 ) -> None:
+    """An install made by an older Ithaca, whose hooks named this machine's interpreter,
+    is rewritten where it stood, to the command every machine can run."""
+    import ithaca.hosts.install_hooks as install_hooks
+
     root = project_with(tmp_path, settings="settings-user-hooks.json")
+    legacy = f"{hermetic}/python -S -P -c 'from ithaca.hosts.main import run; run()' claude"
+    monkeypatch.setattr(install_hooks, "hook_command", lambda event, _: f"{legacy} {event}")
     install(root)
+    monkeypatch.undo()
+    monkeypatch.setenv("PATH", str(hermetic))
     edited = settings_of(root)
     users_later_hook = {"hooks": [{"type": "command", "command": "echo later"}]}
     edited["hooks"]["PreToolUse"].append(users_later_hook)
     (root / ".claude" / "settings.json").write_text(json.dumps(edited))
-    moved = make_bin(tmp_path / "venv-b" / "bin")
-    use_interpreter(monkeypatch, moved)
 
     report = install(root)
 
@@ -207,13 +214,11 @@ def test_reinstall_from_a_moved_interpreter_replaces_only_ithacas_entries_in_pla
     assert str(hermetic) not in (root / ".mcp.json").read_text()
     pre_tool_use = merged["hooks"]["PreToolUse"]
     assert pre_tool_use[2]["hooks"][0]["command"] == hook_command("PreToolUse")
-    assert pre_tool_use[2]["hooks"][0]["command"].startswith(f"{moved}/python ")
     assert pre_tool_use[3] == users_later_hook
     assert pre_tool_use[:2] == fixture("settings-user-hooks.json")["hooks"]["PreToolUse"]
     assert all(len(ithaca_commands(merged, event)) == 1 for event in EVENTS)
-    assert load(root / ".mcp.json")["mcpServers"]["ithaca"]["command"] == str(moved / "ithaca")
+    assert load(root / ".mcp.json")["mcpServers"]["ithaca"]["command"] == "ithaca"
     assert "hook Stop" in report.removed and "hook Stop" in report.added
-    assert "mcp server ithaca" in report.removed and "mcp server ithaca" in report.added
 
 
 def test_reinstall_collapses_duplicated_copies_of_ithacas_hook(tmp_path: Path) -> None:
@@ -329,7 +334,7 @@ def test_another_server_name_installs_beside_the_users_servers_and_uninstalls_cl
 
     servers = load(root / ".mcp.json")["mcpServers"]
     assert list(servers) == ["github", "ithaca", "ithaca-kernel"]
-    assert servers["ithaca-kernel"] == {"command": str(hermetic / "ithaca"), "args": ["mcp"]}
+    assert servers["ithaca-kernel"] == {"command": "ithaca", "args": ["mcp"]}
     assert manifest_server(root) == "ithaca-kernel"
 
     uninstall(root)
@@ -465,7 +470,7 @@ def test_manifest_records_every_added_entry_in_canonical_json(
             }
             for spec in CLAUDE_EVENTS
         ],
-        "mcpEntry": {"command": str(hermetic / "ithaca"), "args": ["mcp"]},
+        "mcpEntry": {"command": "ithaca", "args": ["mcp"]},
         "skills": [
             {"path": path, "sha256": digest_bytes((root / path).read_bytes())}
             for path in (SKILL, ULTRAGOAL_SKILL)
@@ -499,16 +504,18 @@ def test_a_server_name_that_cannot_prefix_tool_names_is_refused(tmp_path: Path) 
     assert not any(root.iterdir())
 
 
-def test_hook_command_quotes_an_interpreter_folder_with_spaces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = make_bin(tmp_path / "my tools" / "bin")
-    use_interpreter(monkeypatch, folder)
-
-    words = shlex.split(hook_command("Stop"))
-
-    assert words[:4] == [str(folder / "python"), "-S", "-P", "-c"]
-    assert words[5:] == ["claude", "Stop"]
+def test_the_hook_command_fails_closed_on_a_machine_without_ithaca(tmp_path: Path) -> None:
+    """Committed wiring on a teammate's clone with no Ithaca: exit 2, which Claude Code
+    treats as a block, with the reason and the install command."""
+    done = subprocess.run(
+        ["/bin/sh", "-c", hook_command("PreToolUse")],
+        input="{}",
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "ITHACA_NOT_INSTALLED" in done.stderr and "ithaca install claude" in done.stderr
 
 
 json_values = st.recursive(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
+import os
 from pathlib import Path
 
 import pytest
@@ -118,21 +118,23 @@ def test_an_edited_manifest_is_drift(tmp_path: Path) -> None:
     assert findings(tmp_path, "claude") == [("INSTALL_DRIFT", "install manifest")]
 
 
-def test_an_interpreter_that_is_gone_is_missing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    python = venv / "python"
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    python.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(python))
+def test_ithaca_gone_from_path_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "project"
     root.mkdir()
     install_claude.install(root)
-    python.unlink()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
 
-    assert ("INSTALL_MISSING", f"command {python}") in findings(root, "claude")
+    assert ("INSTALL_MISSING", "command ithaca-hook") in findings(root, "claude")
+
+
+def test_codex_hooks_the_users_config_no_longer_trusts_are_reported(tmp_path: Path) -> None:
+    install_codex.install(tmp_path)
+    config = Path(os.environ["CODEX_HOME"]) / "config.toml"
+    assert "trusted_hash" in config.read_text()
+    config.write_text("")
+
+    found = findings(tmp_path, "codex")
+    assert ("HOOKS_UNTRUSTED", "codex trust") in found
 
 
 def test_codex_drift_in_the_config_table_and_the_hooks_file(tmp_path: Path) -> None:

@@ -3,10 +3,9 @@ and an uninstall gives the user's files back byte for byte."""
 
 from __future__ import annotations
 
-import shlex
+import os
 import shutil
 import stat
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -83,13 +82,14 @@ def fail_on_write(monkeypatch: pytest.MonkeyPatch, failing: int) -> list[str]:
     return asked
 
 
-def fake_interpreter(monkeypatch: pytest.MonkeyPatch, folder: Path, script: str) -> None:
-    """Run hooks (and the preflight) with an interpreter that does what ``script`` says."""
+def fake_hook(monkeypatch: pytest.MonkeyPatch, folder: Path, script: str) -> None:
+    """Put first on PATH an ``ithaca-hook`` that does what ``script`` says, so hooks (and
+    the preflight) run it."""
     folder.mkdir(parents=True)
-    python = folder / "python"
-    python.write_text(f"#!/bin/sh\n{script}\n")
-    python.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(python))
+    hook = folder / "ithaca-hook"
+    hook.write_text(f"#!/bin/sh\n{script}\n")
+    hook.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
 
 
 @pytest.mark.parametrize("failing", [1, 2, 4, 6])
@@ -117,12 +117,14 @@ def test_a_failed_reinstall_leaves_the_first_install_as_it_was(
 ) -> None:
     install_claude.install(claude_project)
     first = snapshot(claude_project)
-    if failure == "write":  # a reinstall from a moved interpreter rewrites every hook
-        moved = claude_project.parent / "moved-venv" / "bin"
-        fake_interpreter(monkeypatch, moved, f'exec {shlex.quote(sys.executable)} "$@"')
+    if failure == "write":  # the user took the server out: the reinstall puts it back
+        (claude_project / ".mcp.json").write_text('{"mcpServers": {}}\n')
+        first = snapshot(claude_project)
         fail_on_write(monkeypatch, 2)
     else:
-        fake_interpreter(monkeypatch, claude_project.parent / "broken" / "bin", "exit 1")
+        (claude_project / ".mcp.json").write_text('{"mcpServers": {}}\n')
+        first = snapshot(claude_project)
+        fake_hook(monkeypatch, claude_project.parent / "broken" / "bin", "exit 1")
 
     with pytest.raises(Refused) as refused:
         install_claude.install(claude_project)
@@ -178,7 +180,7 @@ def test_a_failed_preflight_leaves_the_project_untouched(
 ) -> None:
     root = claude_project if host is install_claude else codex_project
     before = snapshot(root)
-    fake_interpreter(monkeypatch, root.parent / "broken" / "bin", script)
+    fake_hook(monkeypatch, root.parent / "broken" / "bin", script)
 
     with pytest.raises(Refused) as refused:
         host.install(root)

@@ -184,8 +184,8 @@ def test_values_decided_by_the_shell_and_mere_mentions_pass(project_dir, ctx, co
 
 def test_an_mcp_call_naming_another_session_is_refused(project_dir, ctx):
     own = _call(project_dir, "mcp__ithaca__ultragoal", {"operation": "get"})
-    filled = decide(own, ctx)
-    assert filled.updated_input == {"operation": "get", "session": ctx.session_id}
+    passed = decide(own, ctx)
+    assert (passed.effect, passed.updated_input) == ("abstain", None)  # the user's rules decide
     other = _call(project_dir, "mcp__ithaca__ultragoal", {"operation": "get", "session": "x-2"})
     assert (decide(other, ctx).effect, decide(other, ctx).code) == ("deny", "SESSION_MISMATCH")
 

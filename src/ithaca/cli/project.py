@@ -69,6 +69,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
             for sid, eid, loaded in sessions
         ],
         "ulysses": _ulysses_summary(project.ulysses.status({})),
+        "hooksNotRunning": _unhooked_calls(conn),
     }
 
     def render(value: dict[str, Any]) -> None:
@@ -86,6 +87,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
             out.print(
                 f"  session    {session['hostSessionId']}: {session['currentEventId']} ({state})"
             )
+        for unhooked in value["hooksNotRunning"]:
+            out.print(
+                f"  [bold red]hooks      NOT RUNNING for {unhooked['host']}[/bold red]: an MCP"
+                f" call arrived at {unhooked['at']} that no hook saw; Ithaca refused it. Run"
+                f" `ithaca install --doctor {unhooked['host']}`."
+            )
         debugging = value["ulysses"]
         if debugging is None:
             out.print("  ulysses    no active debugging session")
@@ -96,6 +103,26 @@ def status(ctx: click.Context, as_json: bool) -> None:
             )
 
     show(info, as_json, render)
+
+
+def _unhooked_calls(conn: Any) -> list[dict[str, str]]:
+    """Per host, the latest MCP call no hook saw, if none of that host's hooks has run since
+    (the server refuses such calls with HOOKS_NOT_RUNNING)."""
+    from ithaca.mcp.caller import UNHOOKED_EVENT
+
+    latest = conn.execute(
+        "SELECT json_extract(payload, '$.host'), max(at) FROM journal WHERE kind = ?"
+        " GROUP BY 1",
+        (UNHOOKED_EVENT,),
+    ).fetchall()
+    found = []
+    for host, at in latest:
+        seen = conn.execute(
+            "SELECT max(last_seen_at) FROM host_sessions WHERE host = ?", (host,)
+        ).fetchone()[0]
+        if seen is None or seen < at:
+            found.append({"host": str(host), "at": str(at)})
+    return found
 
 
 def _ulysses_summary(status: dict[str, Any]) -> dict[str, Any] | None:

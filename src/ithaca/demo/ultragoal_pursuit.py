@@ -88,8 +88,13 @@ class Pursuit:
         self.client = client
         self.say = stage.say
 
-    async def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.client.call_tool(name, arguments)
+    async def tool(
+        self, name: str, arguments: dict[str, Any], call_id: str | None = None
+    ) -> dict[str, Any]:
+        """A call, carrying its tool-use id in ``_meta`` as Claude Code does when the
+        PreToolUse hook saw it (the server then binds the session from the hook's ticket)."""
+        meta = {"claudecode/toolUseId": call_id} if call_id else None
+        result = await self.client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
         expect(not result.is_error, f"{name}: {result.content}")
         structured = result.structured_content
         assert isinstance(structured, dict)
@@ -155,14 +160,17 @@ class Pursuit:
             "at": "2025-01-01T00:00:00.000Z",
         }
         arguments = {"operation": "submit_review", "nonce": nonce, "artifact": artifact}
+        call_id = f"toolu_demo_review_{nonce[-6:]}"
         answer = self.stage.hook(
-            "PreToolUse", agent_type=REVIEWER, tool_name=TOOL, tool_input=arguments
+            "PreToolUse",
+            agent_type=REVIEWER,
+            tool_name=TOOL,
+            tool_input=arguments,
+            tool_use_id=call_id,
         )
         effect, reason = decision(answer)
-        expect(effect == "allow", f"the reviewer's submit_review was denied: {reason}")
-        filled = answer.get("hookSpecificOutput", {}).get("updatedInput", arguments)
-        expect(filled.get("session") == SESSION, f"the hook did not fill the session: {answer}")
-        return await self.tool("ultragoal", filled)
+        expect(effect != "deny", f"the reviewer's submit_review was denied: {reason}")
+        return await self.tool("ultragoal", arguments, call_id)
 
 
 def play(stage: Stage) -> None:
@@ -201,14 +209,15 @@ async def _play(stage: Stage) -> None:
 
 async def _plan(pursuit: Pursuit) -> None:
     say, stage = pursuit.say, pursuit.stage
-    filled = stage.hook("PreToolUse", tool_name=TOOL, tool_input={"operation": "get"})
-    updated = filled.get("hookSpecificOutput", {}).get("updatedInput", {})
-    expect(updated.get("session") == SESSION, f"PreToolUse did not fill the session: {filled}")
-    state = (await pursuit.call("get"))["state"]
+    arguments = {"operation": "get"}
+    answer = stage.hook("PreToolUse", tool_name=TOOL, tool_input=arguments, tool_use_id="toolu_1")
+    expect(answer == {}, f"PreToolUse answered an Ithaca call itself: {answer}")
+    state = (await pursuit.tool("ultragoal", arguments, "toolu_1"))["state"]
     expect(state is not None and state["pristine"], f"the prompt did not seed a pursuit: {state}")
     say(
-        f"agent> ultragoal get\n  PreToolUse -> session filled in ({SESSION}); "
-        "a pristine pursuit, seeded by the /ultragoal prompt"
+        "agent> ultragoal get\n  PreToolUse -> left to the user's permission rules, with a"
+        f" call ticket: the server binds session {SESSION}; a pristine pursuit, seeded by the"
+        " /ultragoal prompt"
     )
 
     notebook = await pursuit.tool("notebook", {"operation": "create", "title": "slugs"})

@@ -4,11 +4,17 @@ Codex reads a project's MCP servers from ``.codex/config.toml`` (``[mcp_servers.
 and its hooks from ``.codex/hooks.json``. The hooks file has Claude Code's layout, so it
 is merged as Claude Code's is (``install_hooks``). The TOML file is the user's, and the
 standard library reads TOML but cannot write it, so the installer never rewrites it: it
-adds text only (Ithaca's server table at the end, and ``codex_hooks = true`` under
-``[features]`` when the user has not set that flag either way), checks with ``tomllib``
-that the result means exactly the old file plus those keys, and records each addition
-verbatim in the manifest. Uninstall takes back each addition that is still there as
-written and still means only that, so the rest of the file stays byte for byte.
+adds text only (Ithaca's server table at the end), checks with ``tomllib`` that the
+result means exactly the old file plus that key, and records each addition verbatim in
+the manifest. Uninstall takes back each addition that is still there as written and still
+means only that, so the rest of the file stays byte for byte. Hooks are on by default in
+Codex (``[features] hooks``; the older ``codex_hooks`` name only draws a deprecation
+warning), so the install sets no feature flag; a user's ``false`` is reported.
+
+Codex runs a project's hooks only once the user's own Codex config trusts the project and
+each hook's hash (``codex_trust``). The install, run by the user in a terminal, records
+that trust in ``$CODEX_HOME/config.toml`` the same way, by checked text additions that the
+manifest lists and uninstall takes back, and prints what it wrote.
 
 Ownership is decided by the manifest ``<state root>/.runtime/installs/codex.json``, as
 for Claude Code, which also lists the surfaces Codex offers less of than Claude Code
@@ -27,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ithaca.hosts import install_server, install_transaction
+from ithaca.hosts.codex_trust import codex_home, missing_trust, trust_entries
 from ithaca.hosts.install_files import (
     invalid_settings,
     originals,
@@ -53,8 +60,8 @@ from ithaca.kernel.errors import Conflict
 HOST = "codex"
 CONFIG_RELPATH = ".codex/config.toml"
 HOOKS_RELPATH = ".codex/hooks.json"
-FEATURE = "codex_hooks"  # ``hooks`` in recent Codex, which still reads this older name
-FEATURE_KEYS = (FEATURE, "hooks")
+FEATURE_KEYS = ("hooks", "codex_hooks")  # the second is the older, deprecated name
+USER_CONFIG = "config.toml"
 
 # No matcher: every tool and every session source, in every Codex version.
 CODEX_EVENTS: tuple[HostEvent, ...] = (
@@ -67,23 +74,19 @@ CODEX_EVENTS: tuple[HostEvent, ...] = (
 )
 
 DEGRADED: tuple[str, ...] = (
-    "trusted projects only: Codex loads .codex/config.toml and .codex/hooks.json only in a"
-    " project the user trusts, and recent versions run a hook only once the user has"
-    " reviewed and trusted it (again after its command changes)",
+    "trust lives in the user's Codex config: the install records it there, but a hook whose"
+    " command changes, or hooks.json edited by hand, runs only once trusted again"
+    " (`ithaca install codex`, or Codex's own hook review)",
     "failed hooks let the tool run: a hook that times out, exits non-zero other than 2 or"
     " answers what Codex does not accept is ignored",
-    "no ask: Codex has no confirmation prompt, so a call a protocol asks about is denied"
-    " with an approval request",
-    "PreToolUse adds no context: the agent hears from a tool-call gate only through a denial",
-    "input rewrites only where Codex applies PreToolUse updatedInput: older versions run the"
-    " call unchanged, so an Ithaca MCP call that leaves out `session` takes it from"
-    " ITHACA_SESSION_ID or the single live session instead of the calling one",
+    "no ask: Codex treats a PreToolUse ask as a failed hook and runs the call, so a call a"
+    " protocol asks about is denied with an approval request",
     "only the tools Codex sends to PreToolUse are gated: older versions send shell commands"
     " and apply_patch only, and hosted tools (web search) never reach a hook",
     "missing events: no SessionEnd (sessions are never marked ended; they lapse after 6 h"
     " of silence), no PreCompact before the versions that have it",
-    "ITHACA_SESSION_ID is exported only where Codex provides CODEX_ENV_FILE; elsewhere the"
-    " CLI finds the session through CODEX_THREAD_ID",
+    "no CODEX_ENV_FILE: ITHACA_SESSION_ID is not exported; the CLI finds the session"
+    " through CODEX_THREAD_ID, which Codex sets for shell commands",
     "Stop sees no background work: running child threads are not probed and count as 0, so"
     " waiting on subagents spends the pursuit's no-progress budget",
     "no skills: Ithaca's skills are installed for Claude Code only",
@@ -105,7 +108,7 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
     config = _Toml(root / CONFIG_RELPATH, config_before)
     entry = install_server.mcp_entry()
     _register_server(config, server_name, entry, previous, report)
-    hooks_off = _enable_hooks(config, previous, report)
+    hooks_off = _hooks_feature(config, previous, report)
     if hooks_off:
         report.notes.append(hooks_off)
     report.degraded = [*DEGRADED, hooks_off] if hooks_off else list(DEGRADED)
@@ -114,6 +117,16 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
     settings_before = copy.deepcopy(settings)
     path = root / HOOKS_RELPATH
     installed = place_hooks(settings, path, CODEX_EVENTS, HOST, previous, report)
+    expected = trust_entries(path, settings, {item["command"] for item in installed})
+    user_path = codex_home() / USER_CONFIG
+    user_before = user_path.read_text(encoding="utf-8") if user_path.is_file() else None
+    user = _Toml(user_path, user_before)
+    for addition in reversed((previous or {}).get("userConfigAdditions", [])):
+        user.take_back(addition, InstallReport())
+    untrusted = _record_trust(user, root, expected, report)
+    if untrusted:
+        report.degraded.append(untrusted)
+        report.notes.append(untrusted)
 
     created = [
         relpath
@@ -138,6 +151,9 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
         "hooks": installed,
         "mcpEntry": entry,
         "configAdditions": config.additions,
+        "userConfig": str(user_path),
+        "userConfigAdditions": user.additions,
+        "trust": expected,
         "createdFiles": created,
         "originals": originals(previous, {HOOKS_RELPATH: hooks_text}),
         "degraded": list(report.degraded),
@@ -149,6 +165,8 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
             staged.write(root, CONFIG_RELPATH, config.text)
         if settings != settings_before or hooks_created:
             staged.write(root, HOOKS_RELPATH, pretty(settings))
+        if user.text != (user_before or ""):
+            staged.write(user_path.parent, USER_CONFIG, user.text)
         commit_install(staged, HOST, root, previous, manifest, report)
     return report
 
@@ -176,6 +194,14 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
         empty = not settings
         text = restored_text(settings, manifest, hooks_path)
         _settle(staged, root, hooks_path, text, empty and hooks_path in created)
+    user_path = Path(manifest.get("userConfig") or codex_home() / USER_CONFIG)
+    if user_path.is_file():
+        user_before = user_path.read_text(encoding="utf-8")
+        user = _Toml(user_path, user_before)
+        for addition in reversed(manifest.get("userConfigAdditions", [])):
+            user.take_back(addition, report)
+        if user.text != user_before:
+            staged.write(user_path.parent, USER_CONFIG, user.text)
 
 
 class _Toml:
@@ -278,34 +304,63 @@ def _register_server(
     report.added.append(label)
 
 
-def _enable_hooks(config: _Toml, previous: dict[str, Any] | None, report: InstallReport) -> str:
-    """Set ``[features] codex_hooks = true`` unless the user chose either way.
-
-    Returns a degraded surface to record, or "" when hooks are on (or left to Codex's own
-    default, which recent versions turn on).
-    """
-    label = f"feature {FEATURE}"
+def _hooks_feature(config: _Toml, previous: dict[str, Any] | None, report: InstallReport) -> str:
+    """Leave Codex's hooks feature to its default (on), taking back the deprecated
+    ``codex_hooks = true`` an earlier install added; returns a degraded surface when the
+    user switched hooks off, else ""."""
+    earlier = _addition(previous, "features")
+    if earlier is not None:
+        config.take_back(earlier, report)
     features = config.get(["features"])
     if features is not None and not isinstance(features, dict):
         raise invalid_settings(config.path, "features is not a table")
-    features = features or {}
-    chosen = {name: features[name] for name in FEATURE_KEYS if name in features}
-    if chosen:
-        config.keep(_addition(previous, "features"))
-        report.unchanged.append(label)
-        off = [name for name, value in chosen.items() if value is False]
-        return f"hooks are switched off ([features] {off[0]} = false)" if off else ""
-    key = ["features", FEATURE]
-    line = f"{FEATURE} = true\n"
-    placed = any(
-        config.add(label, key, True, end, header, line if header.endswith("\n") else "\n" + line)
-        for header, end in _table_headers(config.text, "features")
-    ) or config.append(label, key, True, f"[features]\n{line}")
-    if not placed:
-        report.unchanged.append(label)
-        return f"{FEATURE} not set: features is defined in a form a line cannot be added to"
-    report.added.append(label)
-    return ""
+    off = [name for name in FEATURE_KEYS if (features or {}).get(name) is False]
+    return f"hooks are switched off ([features] {off[0]} = false)" if off else ""
+
+
+def _record_trust(
+    user: _Toml, root: Path, expected: dict[str, str], report: InstallReport
+) -> str:
+    """Add the project's and each hook's trust to the user's Codex config, where it is not
+    there yet; returns a degraded surface when some could not be added, else ""."""
+    wanted: list[tuple[str, list[str], dict[str, str], str]] = [
+        (
+            "codex trust: project",
+            ["projects", str(root)],
+            {"trust_level": "trusted"},
+            f'[projects.{json.dumps(str(root))}]\ntrust_level = "trusted"\n',
+        )
+    ]
+    for hook_key, digest in expected.items():
+        event = hook_key.rsplit(":", 3)[1]
+        wanted.append(
+            (
+                f"codex trust: hook {event}",
+                ["hooks", "state", hook_key],
+                {"trusted_hash": digest},
+                f"[hooks.state.{json.dumps(hook_key)}]\ntrusted_hash = {json.dumps(digest)}\n",
+            )
+        )
+    written = []
+    for label, key, value, block in wanted:
+        current = user.get(key)
+        if isinstance(current, dict) and all(current.get(k) == v for k, v in value.items()):
+            report.unchanged.append(label)
+        elif current is None and user.append(label, key, value, block):
+            report.added.append(label)
+            written.append(block)
+    if written:
+        report.notes.append(
+            f"Recorded in {user.path}, with your consent as the user running this install,"
+            " so that Codex runs Ithaca's hooks:\n" + "\n".join(written).rstrip()
+        )
+    problems = missing_trust(user.meaning, root, expected)
+    if not problems:
+        return ""
+    return (
+        f"Codex will not run Ithaca's hooks: {problems[0]} and the entry in {user.path} could"
+        " not be added (set it there, or trust the hooks in Codex's hook review)"
+    )
 
 
 def _settle(staged: Staged, root: Path, relpath: str, text: str, remove: bool) -> None:

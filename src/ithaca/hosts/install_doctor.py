@@ -4,6 +4,8 @@ Read-only. It compares the project with the provenance the host's manifest recor
 entry gone is ``INSTALL_MISSING``, one edited since ``INSTALL_DRIFT``), checks that the
 hook interpreter and the MCP server command still resolve, and runs the installed
 SessionStart hook on a scratch project (``HOOK_START_FAILED`` when it does not answer).
+For Codex it also checks that the user's Codex config still trusts the project and each
+installed hook's hash (``HOOKS_UNTRUSTED``): without that, Codex runs none of them.
 A host with no manifest is ``INSTALL_MISSING``. Any finding makes the CLI exit non-zero.
 """
 
@@ -26,6 +28,8 @@ from ithaca.hosts.install_manifest import (
 from ithaca.hosts.install_preflight import hook_answers, unresolved
 from ithaca.hosts.install_transaction import roots
 from ithaca.kernel.errors import IthacaError
+
+UNTRUSTED = "HOOKS_UNTRUSTED"
 
 
 def check(project_root: Path, host: str) -> dict[str, Any]:
@@ -52,10 +56,34 @@ def check(project_root: Path, host: str) -> dict[str, Any]:
         )
         return _result(host, True, 0, [finding(DRIFT, "install manifest", relpath, message)])
     findings = drift(record, lambda path: file_bytes(root / path)) + unresolved(manifest)
+    if host == "codex":
+        findings += _codex_trust(root, manifest)
     if not findings:
         with tempfile.TemporaryDirectory(prefix="ithaca-doctor-") as folder:
             findings = hook_answers(host, manifest, Path(folder))
     return _result(host, True, len(record["entries"]), findings)
+
+
+def _codex_trust(root: Path, manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """``HOOKS_UNTRUSTED`` for each trust Codex needs to run Ithaca's hooks and lacks."""
+    import tomllib
+
+    from ithaca.hosts.codex_trust import codex_home, missing_trust, trust_entries
+
+    path = codex_home() / "config.toml"
+    try:
+        user = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return [finding(UNTRUSTED, "codex trust", str(path), f"unreadable ({exc})")]
+    hooks_path = root / manifest["hooksPath"]
+    settings = read_json_object(root, manifest["hooksPath"]) or {}
+    commands = {item["command"] for item in manifest["hooks"]}
+    expected = trust_entries(hooks_path, settings, commands)
+    fix = "; Codex runs none of Ithaca's hooks until then: run `ithaca install codex`"
+    return [
+        finding(UNTRUSTED, "codex trust", str(path), problem + fix)
+        for problem in missing_trust(user, root, expected)
+    ]
 
 
 def _result(

@@ -10,10 +10,7 @@ executable leaves no stale or duplicate hook behind) and an uninstall removes on
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,25 +27,28 @@ class HostEvent(NamedTuple):
     timeout: int
 
 
+HOOK_PROGRAM = "ithaca-hook"
+
+
 def hook_command(event: str, host: str) -> str:
-    """The shell command ``host`` runs for ``event``.
+    """The shell command ``host`` runs for ``event``: the same text on every machine.
 
-    It starts this interpreter with ``-S`` and puts only Ithaca's own folder on the path:
-    a hook needs nothing else from site-packages, and skipping ``site`` (with the ``.pth``
-    files a virtual environment accumulates) saves a noticeable share of every tool call.
-    ``-P`` keeps the project folder the hook runs in off the path, so a file there cannot
-    stand in for a standard module. The same entry point is available as the
-    ``ithaca-hook`` console script.
+    The wiring is committed with the project, so it names no path of this machine: it
+    runs the ``ithaca-hook`` on ``PATH``. Where there is none (a teammate's clone, an
+    uninstalled Ithaca), it fails closed: exit code 2, which both hosts treat as a block
+    of the prompt or tool call, with the reason and the fix on stderr. Any other failure
+    of a hook would let the call through.
     """
-    import ithaca
-
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(ithaca.__file__)))
-    bootstrap = (
-        f"import sys; sys.path.insert(0, {json.dumps(package_root)}); "
-        "from ithaca.hosts.main import run; run()"
+    missing = (
+        f"Refused by Ithaca policy [ITHACA_NOT_INSTALLED], on purpose: this repository is"
+        f" governed by Ithaca, but {HOOK_PROGRAM} is not on PATH on this machine. Install"
+        f" Ithaca (uv tool install ithaca, or pipx install ithaca), then run: ithaca install"
+        f" {host}"
     )
-    python = os.path.abspath(sys.executable)
-    return shlex.join([python, "-S", "-P", "-c", bootstrap, host, event])
+    return (
+        f"command -v {HOOK_PROGRAM} >/dev/null 2>&1 || {{ echo {shlex.quote(missing)} >&2;"
+        f" exit 2; }}; exec {HOOK_PROGRAM} {host} {event}"
+    )
 
 
 def place_hooks(

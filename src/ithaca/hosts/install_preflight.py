@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import tomllib
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ithaca.hosts.install_files import parse_json_object
+from ithaca.hosts.install_hooks import HOOK_PROGRAM
 from ithaca.hosts.install_manifest import MISSING, drift, finding
 from ithaca.hosts.install_staged import Staged
 from ithaca.kernel.errors import IthacaError
@@ -70,14 +70,23 @@ def parse_problems(staged: Staged) -> list[str]:
 
 def unresolved(manifest: dict[str, Any]) -> list[dict[str, str]]:
     """The hook interpreter and the MCP server command, each unless it can be run."""
-    commands = [shlex.split(item["command"])[0] for item in manifest.get("hooks", [])]
+    commands = [HOOK_PROGRAM] if manifest.get("hooks") else []
     server = manifest.get("mcpEntry", {}).get("command")
     commands += [server] if isinstance(server, str) else []
     return [
-        finding(MISSING, f"command {command}", command, f"{command} cannot be run any more")
+        finding(MISSING, f"command {command}", command, _not_runnable(command))
         for command in dict.fromkeys(commands)
         if not _runnable(command)
     ]
+
+
+def _not_runnable(command: str) -> str:
+    if os.path.isabs(command):
+        return f"{command} cannot be run any more"
+    return (
+        f"{command} is not on PATH, so the hosts cannot start it: install Ithaca as a tool"
+        " (uv tool install, or pipx install) or put its bin folder on PATH"
+    )
 
 
 def hook_answers(host: str, manifest: dict[str, Any], folder: Path) -> list[dict[str, str]]:
@@ -99,7 +108,7 @@ def hook_answers(host: str, manifest: dict[str, Any], folder: Path) -> list[dict
     label = "hook SessionStart"
     try:
         done = subprocess.run(
-            shlex.split(command),
+            ["/bin/sh", "-c", command],
             input=json.dumps(payload),
             capture_output=True,
             text=True,

@@ -1,16 +1,13 @@
 """The MCP server entry Ithaca registers with a host: its name and the command it runs.
 
 The name prefixes every tool the agent sees (``mcp__<name>__…``), so it is held to what a
-tool name may contain. The command is an absolute path, found once at install time, so the
-host starts the same Ithaca whatever ``PATH`` its sessions happen to have.
+tool name may contain. The command is the ``ithaca`` on ``PATH``, never a path of this
+machine: the entry is committed with the project and must work on a teammate's clone.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 from ithaca.kernel.errors import invalid_field
@@ -29,12 +26,9 @@ def check_server_name(server_name: str) -> None:
 
 
 def mcp_entry() -> dict[str, Any]:
-    """``{"command", "args"}`` starting Ithaca's MCP server: the ``ithaca`` console script
-    beside this interpreter (else on ``PATH``), else this interpreter with ``-m ithaca``."""
-    script = _console_script("ithaca")
-    if script is None:
-        return {"command": os.path.abspath(sys.executable), "args": ["-m", "ithaca", "mcp"]}
-    return {"command": script, "args": ["mcp"]}
+    """``{"command", "args"}`` starting Ithaca's MCP server: the ``ithaca`` on ``PATH``, so
+    the committed entry works on every machine that has Ithaca installed."""
+    return {"command": "ithaca", "args": ["mcp"]}
 
 
 def same_server(current: Any, entry: dict[str, Any]) -> bool:
@@ -44,14 +38,3 @@ def same_server(current: Any, entry: dict[str, Any]) -> bool:
         and current.get("command") == entry["command"]
         and current.get("args", []) == entry["args"]
     )
-
-
-def _console_script(name: str) -> str | None:
-    """The absolute path of an installed console script, preferring this interpreter's."""
-    beside = Path(os.path.abspath(sys.executable)).with_name(name)
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    import shutil  # imported here: shutil pulls in compression modules at import time
-
-    found = shutil.which(name)
-    return os.path.abspath(found) if found else None

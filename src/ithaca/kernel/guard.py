@@ -1,16 +1,18 @@
 """The kernel guard: the gate every host runs before any part's own gates.
 
-It fills the ``session`` field of Ithaca's own MCP calls with the host session id from
-the payload (an MCP server cannot tell callers apart, so it learns the session from a
-trusted source). It denies an agent's writes under the state root (``.ithaca/``) except
-the paths a part has allowed for a while (``write_allowances``), any direct use of the
-state database, and any invocation of a user-only Ithaca command however it is spelled.
-The protocol ``ithaca.state-off-limits`` tells the agent the rule; this module enforces it.
+It leaves a call ticket for each of Ithaca's own MCP calls it lets through, so that the
+server learns the calling host session from a trusted source
+(``ithaca.kernel.mcp_calls``); it neither rewrites nor allows the call, so the user's
+permission rules still apply. It denies an agent's writes under the state root
+(``.ithaca/``) except the paths a part has allowed for a while (``write_allowances``),
+any direct use of the state database, and any invocation of a user-only Ithaca command
+however it is spelled. The protocol ``ithaca.state-off-limits`` tells the agent the
+rule; this module enforces it.
 
-Writes the shell parser cannot see are caught from the text instead: inline code handed to
-an interpreter (``python -c``, ``node -e``…) that names the state folder, and targets held
-in a shell variable the same line set to a path there (``D=.ithaca; rm -rf $D``). These
-are heuristics against an over-eager agent, not a sandbox.
+Writes the shell parser cannot see are caught from the text instead: inline code handed
+to an interpreter (``python -c``, ``node -e``…) that names the state folder, and targets
+held in a shell variable the same line set to a path there (``D=.ithaca; rm -rf $D``).
+These are heuristics against an over-eager agent, not a sandbox.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if call is None or ctx.project is None:
         return ABSTAIN
     if call.tool_class == "ithaca" and call.tool.startswith("mcp__") and ctx.session_id:
-        return _fill_session(call, ctx.session_id)
+        return _ticket_call(call, ctx)
     for argv in call.ithaca_commands:
         if command_kind(argv) == "host":
             return _host_wiring_denied()
@@ -301,18 +303,40 @@ def _names_host_wiring(call: Call) -> bool:
     return any(phrase in spaced for phrase in _HOST_PHRASES)
 
 
-def _fill_session(call: Call, session_id: str) -> Opinion:
-    """Give an Ithaca MCP call the host's session id; a different one supplied is refused,
-    since it would act on another session's state."""
+def _ticket_call(call: Call, ctx: GateContext) -> Opinion:
+    """Let an Ithaca MCP call through to the host's own permission rules, with a ticket
+    for the server (left by ``commit``); a different session supplied is refused, since it
+    would act on another session's state."""
     supplied = call.tool_input.get("session")
-    if supplied is not None and supplied != session_id:
+    if supplied is not None and supplied != ctx.session_id:
         return Opinion(
             "deny",
             "SESSION_MISMATCH",
-            f"Ithaca: this call names session {supplied!r} but runs in session"
-            f" {session_id!r}. Leave `session` out; the hook fills it in.",
+            f"Ithaca refused this call: it names session {supplied!r} but runs in session"
+            f" {ctx.session_id!r}. Leave `session` out; Ithaca knows the caller.",
         )
-    return Opinion("allow", updated_input={**call.tool_input, "session": session_id})
+    ctx.scratch["guard_ticket"] = True
+    return ABSTAIN
+
+
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
+    """Leave the ticket of an Ithaca MCP call that the hooks let through."""
+    if call is None or not ctx.scratch.get("guard_ticket") or final.effect in ("deny", "block"):
+        return
+    from ithaca.kernel import mcp_calls
+
+    assert ctx.conn is not None and ctx.session_id is not None
+    tool_use_id = ctx.payload.get("tool_use_id")
+    mcp_calls.issue(
+        ctx.conn,
+        host=ctx.host,
+        session_id=ctx.session_id,
+        agent_id=call.agent_id,
+        tool=call.tool.rsplit("__", 1)[1],
+        arguments=call.tool_input,
+        tool_use_id=tool_use_id if isinstance(tool_use_id, str) else None,
+        now=ctx.now,
+    )
 
 
 def _undecided_command_path(argv: tuple[str, ...]) -> bool:

@@ -10,9 +10,10 @@ Each tool publishes a hand-written JSON Schema and receives the raw arguments, w
 checked by Ithaca itself — against that schema (``ithaca.mcp.errors``), or by the
 service's ``dispatch`` for the tools whose fields depend on the operation — so unknown
 fields and wrong types are refused with coded errors instead of being dropped or
-described in the SDK's prose. Every schema accepts ``session``, which Ithaca's PreToolUse
-hook fills in (DESIGN, Kernel contracts 4). Results are JSON objects, so clients get
-``structuredContent`` as well as the same JSON as text.
+described in the SDK's prose. The calling host session comes from the hook's call ticket
+(``ithaca.mcp.caller``) and is filled in for the tools that take ``session`` (DESIGN,
+Kernel contracts 4). Results are JSON objects, so clients get ``structuredContent`` as
+well as the same JSON as text.
 
 The project is opened once, when the server is built. The SDK runs these synchronous
 tools on worker threads; the store gives each thread its own connection, and the
@@ -41,7 +42,8 @@ from ithaca.delivery.sessions import SESSION_DESCRIPTION, SESSION_SCHEMA
 from ithaca.delivery.sync import SYNC_DESCRIPTION, SYNC_SCHEMA
 from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 from ithaca.kernel.errors import IthacaError, invalid_field
-from ithaca.mcp import debugging
+from ithaca.kernel.store import Store
+from ithaca.mcp import caller, debugging
 from ithaca.mcp.debugging import SESSION_PROPERTY
 from ithaca.mcp.errors import check_arguments, check_text, error_result
 from ithaca.protocols import tooling
@@ -168,6 +170,7 @@ def build_server(project_path: str) -> MCPServer:
     tools = [
         _tool(
             "load_protocols",
+            store=project.store,
             title="Load this turn's protocols",
             description=LOAD_PROTOCOLS_DESCRIPTION,
             schema=LOAD_PROTOCOLS_SCHEMA,
@@ -176,6 +179,7 @@ def build_server(project_path: str) -> MCPServer:
         ),
         _tool(
             "protocols",
+            store=project.store,
             title="Read protocols",
             description=PROTOCOLS_DESCRIPTION,
             schema=PROTOCOLS_SCHEMA,
@@ -184,6 +188,7 @@ def build_server(project_path: str) -> MCPServer:
         ),
         _tool(
             "ultragoal",
+            store=project.store,
             title=ULTRAGOAL_TITLE,
             description=ULTRAGOAL_DESCRIPTION,
             schema=ULTRAGOAL_SCHEMA,
@@ -193,6 +198,7 @@ def build_server(project_path: str) -> MCPServer:
         *(
             _tool(
                 name,
+                store=project.store,
                 title=None,
                 description=description,
                 schema=schema,
@@ -204,6 +210,7 @@ def build_server(project_path: str) -> MCPServer:
         *(
             _tool(
                 name,
+                store=project.store,
                 title=title,
                 description=description,
                 schema=schema,
@@ -230,7 +237,6 @@ def main(project_path: str) -> None:
 
 def load_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict[str, Any]:
     """``load_protocols {eventId}``: the bundle, recorded as this agent's load."""
-    check_text(arguments)
     return service.load_protocols(arguments)
 
 
@@ -238,7 +244,6 @@ def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
     """``protocols {operation, ...}``: the CLI's ``--json`` answers (a listing under a
     ``protocols`` key, since a tool answers with an object). Like every CLI command, it
     first brings seeds and protocol files into the store."""
-    check_text(arguments)
     check_arguments(arguments, PROTOCOLS_SCHEMA)
     operation = arguments["operation"]
     for name in arguments:
@@ -260,14 +265,12 @@ def read_protocols(service: ProtocolsService, arguments: dict[str, Any]) -> dict
 
 def _delivery(project: IthacaProject, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A delivery tool: the service method of the same name checks the request."""
-    check_text(arguments)
     answer: dict[str, Any] = getattr(project.delivery, tool)(arguments)
     return answer
 
 
 def _dispatch(service: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     """An ``{operation, ...}`` tool: the service checks the fields each operation takes."""
-    check_text(arguments)
     answer: dict[str, Any] = service.dispatch(arguments)
     return answer
 
@@ -275,6 +278,7 @@ def _dispatch(service: Any, arguments: dict[str, Any]) -> dict[str, Any]:
 def _tool(
     name: str,
     *,
+    store: Store,
     title: str | None,
     description: str,
     schema: dict[str, Any],
@@ -283,10 +287,25 @@ def _tool(
 ) -> Tool:
     """A tool that hands ``handler`` the raw arguments and publishes ``schema`` for them."""
 
+    takes_session = "session" in schema.get("properties", {})
+
     def call(ctx: Context) -> CallToolResult:
         params = ctx.request_context.params or {}
+        meta = params.get("_meta") or ctx.request_context.meta
+        if meta is not None and not isinstance(meta, dict):
+            meta = meta.model_dump(by_alias=True) if hasattr(meta, "model_dump") else None
         try:
-            value = handler(dict(params.get("arguments") or {}))
+            arguments = dict(params.get("arguments") or {})
+            check_text(arguments)
+            arguments = caller.bind_session(
+                store,
+                name,
+                arguments,
+                meta=meta,
+                client=caller.client_name(meta, _initialize_params(ctx)),
+                takes_session=takes_session,
+            )
+            value = handler(arguments)
         except IthacaError as exc:
             return error_result(exc)
         return CallToolResult(
@@ -305,3 +324,9 @@ def _tool(
     )
     tool.parameters = schema
     return tool
+
+
+def _initialize_params(ctx: Context) -> Any:
+    """The client's ``initialize`` parameters, where this SDK keeps them."""
+    session = getattr(ctx.request_context, "session", None)
+    return getattr(session, "client_params", None)
