@@ -120,7 +120,7 @@ def test_a_failed_reinstall_leaves_the_first_install_as_it_was(
     if failure == "write":  # the user took the server out: the reinstall puts it back
         (claude_project / ".mcp.json").write_text('{"mcpServers": {}}\n')
         first = snapshot(claude_project)
-        fail_on_write(monkeypatch, 2)
+        fail_on_write(monkeypatch, 1)
     else:
         (claude_project / ".mcp.json").write_text('{"mcpServers": {}}\n')
         first = snapshot(claude_project)
