@@ -43,5 +43,22 @@ def host_binary(name: str, version: str) -> Path:
     return candidate
 
 
+def run_ithaca(
+    ithaca: Path, repo: Path, env: dict[str, str], *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``ithaca ARGS`` in ``repo``, as the user in their terminal."""
+    done = subprocess.run(
+        [str(ithaca), *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 def _package(name: str) -> str:
     return {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[name]

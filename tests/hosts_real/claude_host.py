@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.hosts_real.binaries import host_binary
+from tests.hosts_real.binaries import host_binary, run_ithaca
 from tests.hosts_real.messages_api import MessagesWire, tool_results, tool_uses
 from tests.hosts_real.scripted import Call, Reply, Request, Script, ScriptedModel
 
@@ -125,18 +125,7 @@ class ClaudeHost:
         }
 
     def ithaca_cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """``ithaca ARGS`` in the repository, as the user in their terminal."""
-        done = subprocess.run(
-            [str(self.ithaca), *args],
-            cwd=self.repo,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
-        if check:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        return run_ithaca(self.ithaca, self.repo, self.env(), *args, check=check)
 
     def state(self) -> sqlite3.Connection:
         """A read-only look at the project's state database."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.hosts_real.binaries import host_binary
+from tests.hosts_real.binaries import host_binary, run_ithaca
 from tests.hosts_real.responses_api import ResponsesWire, call_outputs
 from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel
 
@@ -67,17 +67,7 @@ class CodexHost:
         }
 
     def ithaca_cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [str(self.ithaca), *args],
-            cwd=self.repo,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
-        if check:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        return run_ithaca(self.ithaca, self.repo, self.env(), *args, check=check)
 
     def install(self) -> None:
         self.ithaca_cli("init")
