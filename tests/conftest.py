@@ -22,10 +22,12 @@ def hermetic_environment(
 ) -> None:
     """User settings in a temporary home, no coding-agent or state-root variables, and this
     Ithaca's commands on ``PATH``, as on a machine where the user installed it (the wiring
-    the hosts run names ``ithaca-hook`` and ``ithaca``, not paths)."""
+    the hosts run names ``ithaca-hook`` and ``ithaca``, not paths), with the tools
+    ``npm ci --prefix tools`` installed (tsx, the pinned hosts)."""
     monkeypatch.setenv("ITHACA_HOME", str(tmp_path_factory.mktemp("ithaca-home")))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path_factory.mktemp("codex-home")))
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    commands = (Path(sys.executable).parent, Path(__file__).parents[1] / "tools/node_modules/.bin")
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, commands), os.environ["PATH"]]))
     for name in (*AGENT_ENVIRONMENT, "ITHACA_DIR", "ITHACA_SESSION_ID"):
         monkeypatch.delenv(name, raising=False)
 

@@ -44,13 +44,12 @@ def user_files(tmp_path: Path) -> Path:
     return root
 
 
-def test_install_registers_the_server_the_hooks_and_the_feature_flag(user_files):
+def test_install_registers_the_server_and_the_hooks_and_leaves_the_features(user_files):
     install(user_files)
     table = config(user_files)
-    assert table["mcp_servers"]["ithaca"]["args"][-1] == "mcp"
-    assert Path(table["mcp_servers"]["ithaca"]["command"]).is_absolute()
+    assert table["mcp_servers"]["ithaca"] == {"command": "ithaca", "args": ["mcp"]}
     assert table["mcp_servers"]["docs"]["command"] == "npx"
-    assert table["features"] == {"web_search_request": True, "codex_hooks": True}
+    assert table["features"] == {"web_search_request": True}
     for spec in CODEX_EVENTS:
         assert hook_command(spec.event) in commands(user_files, spec.event)
     assert commands(user_files, "Stop")[0] == "python3 .codex/hooks/stop_notify.py"
@@ -79,7 +78,7 @@ def test_uninstall_leaves_the_users_config_byte_identical(user_files):
     report = uninstall(user_files)
     assert (user_files / CONFIG).read_bytes() == before[CONFIG]
     assert (user_files / HOOKS).read_bytes() == before[HOOKS]
-    assert "mcp server ithaca" in report.removed and "feature codex_hooks" in report.removed
+    assert "mcp server ithaca" in report.removed and "codex trust: project" in report.removed
     assert not (user_files / ".ithaca/.runtime/installs/codex.json").exists()
 
 
@@ -143,23 +142,38 @@ def test_malformed_toml_is_refused_and_nothing_written(tmp_path):
     assert not (tmp_path / HOOKS).exists()
 
 
-def test_a_feature_choice_of_the_users_is_kept_and_reported(tmp_path):
+@pytest.mark.parametrize("name", ["hooks", "codex_hooks"])
+def test_hooks_the_user_switched_off_stay_off_and_are_reported(tmp_path, name):
     (tmp_path / ".codex").mkdir()
-    (tmp_path / CONFIG).write_text("[features]\nhooks = false\n")
+    (tmp_path / CONFIG).write_text(f"[features]\n{name} = false\n")
     report = install(tmp_path)
-    assert config(tmp_path)["features"] == {"hooks": False}
-    assert "feature codex_hooks" in report.unchanged
-    assert report.notes == ["hooks are switched off ([features] hooks = false)"]
-    assert report.notes[0] in manifest(tmp_path)["degraded"]
+    assert config(tmp_path)["features"] == {name: False}
+    switched_off = f"hooks are switched off ([features] {name} = false)"
+    assert switched_off in report.notes
+    assert switched_off in manifest(tmp_path)["degraded"]
 
 
-def test_features_a_line_cannot_be_added_to_are_left_and_reported(tmp_path):
+def test_the_feature_flag_an_earlier_install_added_is_taken_back(tmp_path):
     (tmp_path / ".codex").mkdir()
-    original = 'features = { web_search_request = true }\nmodel = "o3"\n'
+    original = 'model = "o3"\n'
     (tmp_path / CONFIG).write_text(original)
     install(tmp_path)
-    assert config(tmp_path)["features"] == {"web_search_request": True}
-    assert any("codex_hooks not set" in item for item in manifest(tmp_path)["degraded"])
+    recorded = manifest(tmp_path)
+    text = "\n[features]\ncodex_hooks = true\n"
+    (tmp_path / CONFIG).write_text((tmp_path / CONFIG).read_text() + text)
+    recorded["configAdditions"].append(
+        {
+            "label": "feature codex_hooks",
+            "key": ["features", "codex_hooks"],
+            "value": True,
+            "anchor": "",
+            "text": text,
+        }
+    )
+    (tmp_path / ".ithaca/.runtime/installs/codex.json").write_text(json.dumps(recorded))
+    report = install(tmp_path)
+    assert "feature codex_hooks" in report.removed
+    assert "features" not in config(tmp_path)
     uninstall(tmp_path)
     assert (tmp_path / CONFIG).read_text() == original
 

@@ -197,7 +197,7 @@ def test_reinstall_over_a_machine_path_hook_replaces_only_ithacas_entries_in_pla
     import ithaca.hosts.install_hooks as install_hooks
 
     root = project_with(tmp_path, settings="settings-user-hooks.json")
-    legacy = f"{hermetic}/python -S -P -c 'from ithaca.hosts.main import run; run()' claude"
+    legacy = f"{hermetic}/python -P -c 'from ithaca.hosts.main import run; run()' claude"
     monkeypatch.setattr(install_hooks, "hook_command", lambda event, _: f"{legacy} {event}")
     install(root)
     monkeypatch.undo()

@@ -1,35 +1,42 @@
 """Finding the pinned host binaries, and failing loudly when one cannot be had.
 
-``.ci/run`` installs the pinned versions with npm under ``.venv/tools``; a developer may
-point ``ITHACA_CLAUDE_BIN`` / ``ITHACA_CODEX_BIN`` at another copy. A missing binary or
-another version fails the test (never a skip): the real-host suite is the bench the
-other tests are judged on.
+The versions are pinned in ``tools/package.json``, which ``npm ci --prefix tools`` (the
+README's test command, and ``.ci/run``) installs; a developer may point
+``ITHACA_CLAUDE_BIN`` / ``ITHACA_CODEX_BIN`` at another copy. A missing binary or another
+version fails the test (never a skip): the real-host suite is the bench the other tests
+are judged on.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-NPM_BIN = REPO / ".venv" / "tools" / "node_modules" / ".bin"
+TOOLS = REPO / "tools"
+NPM_BIN = TOOLS / "node_modules" / ".bin"
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
 
 
-def host_binary(name: str, version: str) -> Path:
-    """The ``name`` binary at the pinned ``version``, or a failed test saying how to get it."""
+def pinned_version(name: str) -> str:
+    """The version of host ``name`` that ``tools/package.json`` pins."""
+    pins = json.loads((TOOLS / "package.json").read_text())["devDependencies"]
+    return str(pins[PACKAGES[name]])
+
+
+def host_binary(name: str) -> Path:
+    """The ``name`` binary at its pinned version, or a failed test saying how to get it."""
+    version = pinned_version(name)
     chosen = os.environ.get(f"ITHACA_{name.upper()}_BIN")
     candidate = Path(chosen) if chosen else NPM_BIN / name
     if not candidate.exists():
-        found = shutil.which(name)
-        candidate = Path(found) if found else candidate
-    if not candidate.exists():
         pytest.fail(
-            f"the {name} binary is missing: install it with `npm install --prefix .venv/tools"
-            f" {_package(name)}@{version}` (or set ITHACA_{name.upper()}_BIN)",
+            f"the {name} binary is missing: install the pinned tools with"
+            f" `npm ci --prefix tools` (or set ITHACA_{name.upper()}_BIN)",
             pytrace=False,
         )
     shown = subprocess.run(
@@ -58,7 +65,3 @@ def run_ithaca(
     if check:
         assert done.returncode == 0, done.stdout + done.stderr
     return done
-
-
-def _package(name: str) -> str:
-    return {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[name]

@@ -22,8 +22,6 @@ from tests.hosts_real.binaries import host_binary, run_ithaca
 from tests.hosts_real.messages_api import MessagesWire, tool_results, tool_uses
 from tests.hosts_real.scripted import Call, Reply, Request, Script, ScriptedModel
 
-CLAUDE_VERSION = "2.1.332"
-
 # The user's own permission rules in the test home: what a user who lets the agent work
 # on its own would allow. Ithaca's MCP tools are allowed one by one, so a test can leave
 # one out and see the user's rule still apply.
@@ -84,7 +82,7 @@ class ClaudeHost:
     """A scratch home and repository wired to the real Claude Code and a scripted model."""
 
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
-        self.binary = host_binary("claude", CLAUDE_VERSION)
+        self.binary = host_binary("claude")
         self.home = root / "home"
         self.repo = root / "repo"
         self.model = model

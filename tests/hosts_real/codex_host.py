@@ -20,8 +20,6 @@ from tests.hosts_real.binaries import host_binary, run_ithaca
 from tests.hosts_real.responses_api import ResponsesWire, call_outputs
 from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel
 
-CODEX_VERSION = "0.169.0"
-
 
 @dataclass
 class CodexRun:
@@ -38,7 +36,7 @@ class CodexRun:
 
 class CodexHost:
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
-        self.binary = host_binary("codex", CODEX_VERSION)
+        self.binary = host_binary("codex")
         self.home = root / "codex-home"
         self.repo = root / "repo"
         self.model = model

@@ -69,9 +69,11 @@ def test_every_ithaca_tool_works_under_the_hooks(claude: ClaudeHost):
     assert [event["kind"] for event in log].count("protocols.bundle_loaded") == 1
     assert any(event["kind"] == "delivery.decision_accepted" for event in log)
     # Each call found the ticket its PreToolUse hook left, by Claude Code's tool-use id.
-    tickets = claude.state().execute(
-        "SELECT tool, host_session_id, claimed_at IS NOT NULL FROM mcp_call_tickets"
-    ).fetchall()
+    tickets = (
+        claude.state()
+        .execute("SELECT tool, host_session_id, claimed_at IS NOT NULL FROM mcp_call_tickets")
+        .fetchall()
+    )
     assert sorted(tickets) == sorted((tool, run.session_id, 1) for tool in ITHACA_TOOLS)
 
 

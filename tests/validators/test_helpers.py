@@ -11,6 +11,7 @@ from textwrap import dedent
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from tests import needs
 
 from ithaca.kernel.config import defaults
 from ithaca.validators import runner
@@ -18,7 +19,6 @@ from ithaca.validators.runtimes import LANGUAGES
 
 HELPERS = runner.HELPERS
 NODE = shutil.which("node")
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 
 def test_every_helper_the_languages_name_ships_with_the_package():
@@ -112,7 +112,7 @@ def run(language, source, observed=None):
     return runner.run_snapshot(shape, observed, values, project_root=None)
 
 
-@needs_node
+@needs.node
 def test_javascript_helper_returns_and_the_cell_goes_on():
     result = run(
         "javascript",
@@ -127,7 +127,7 @@ def test_javascript_helper_returns_and_the_cell_goes_on():
     assert result["stdout"] == "still running\n"
 
 
-@needs_node
+@needs.node
 @pytest.mark.parametrize(
     "call",
     [

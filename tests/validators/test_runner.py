@@ -6,6 +6,7 @@ import time
 from textwrap import dedent
 
 import pytest
+from tests import needs
 
 from ithaca.kernel import canon
 from ithaca.kernel.config import defaults
@@ -15,13 +16,6 @@ from ithaca.validators.runtimes import LANGUAGES
 from ithaca.validators.sandbox import Isolation
 
 NODE = shutil.which("node")
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
-needs_isolation = pytest.mark.skipif(
-    not sandbox.isolation().network, reason="unshare cannot make a network namespace here"
-)
-needs_pid_namespace = pytest.mark.skipif(
-    not sandbox.isolation().pid_namespace, reason="unshare cannot make a PID namespace here"
-)
 NOT_ISOLATED = Isolation((), network=False, pid_namespace=False)
 
 PY_PASS = "from tb_validate import observed, pass_, fail\n"
@@ -93,7 +87,7 @@ def test_python_pass_and_fail(settings):
     assert failed["evidence"] == {"errors": 2}
 
 
-@needs_node
+@needs.node
 def test_javascript_pass_and_fail_with_the_seed_helper(settings):
     source = """\
         import { observed, pass, fail } from "./tb-validate.js";
@@ -106,7 +100,7 @@ def test_javascript_pass_and_fail_with_the_seed_helper(settings):
     assert failed["evidence"] == {"errors": 3}
 
 
-@needs_node
+@needs.node
 def test_a_commonjs_package_requires_the_cjs_helper(settings):
     source = """\
         const { observed, pass } = require("./tb-validate.cjs");
@@ -118,7 +112,7 @@ def test_a_commonjs_package_requires_the_cjs_helper(settings):
     assert result["evidence"] == [1]
 
 
-@needs_node
+@needs.node
 def test_the_package_manifest_becomes_an_es_module_package(settings):
     source = """\
         import { readFileSync } from "node:fs";
@@ -146,7 +140,7 @@ def test_shell_pass_and_fail(settings):
     assert summary(run("shell", source, {"errors": 1}, settings)) == (False, 'dirty "quoted"', None)
 
 
-@needs_node
+@needs.node
 def test_typescript_without_a_runner_is_refused(settings, tmp_path):
     folder = tmp_path / "bin"
     folder.mkdir()
@@ -157,7 +151,7 @@ def test_typescript_without_a_runner_is_refused(settings, tmp_path):
     assert caught.value.code == "VALIDATOR_RUNTIME_MISSING"
 
 
-@pytest.mark.skipif(shutil.which("tsx") is None, reason="tsx is not installed")
+@needs.tsx
 def test_typescript_runs_the_seed_example_verbatim(settings):
     settings["timeout_s"] = 20
     healthy = run(
@@ -253,9 +247,11 @@ def recorded_pids(path, count):
 
 @pytest.mark.parametrize(
     "mode",
-    ["same-group", pytest.param("setsid", marks=needs_pid_namespace)],
+    ["same-group", "setsid"],
 )
 def test_a_timeout_ends_the_validator_and_every_descendant(settings, tmp_path, gone, mode):
+    if mode == "setsid":
+        needs.require("pid_namespace")
     settings["timeout_s"] = 1
     record = tmp_path / "pids"
     result = run("python", TRAPPING_CELL, {"record": str(record), "mode": mode}, settings)
@@ -417,7 +413,7 @@ def listener():
         yield server.getsockname()[1]
 
 
-@needs_isolation
+@needs.network_namespace
 def test_with_isolation_the_host_loopback_is_out_of_reach(settings, listener):
     result = run("python", CONNECT_CELL, {"port": listener}, settings)
     assert summary(result) == (True, "no network", None)

@@ -4,13 +4,13 @@ import subprocess
 import sys
 
 import pytest
+from tests import needs
 
 from ithaca.kernel.config import defaults
 from ithaca.kernel.errors import InvalidInput, Refused
 from ithaca.validators import runtimes
 
 NODE = shutil.which("node")
-needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_a_runtime_that_did_not_answer_in_time_is_asked_again(tmp_path, settings
     assert runtimes.measure("python", settings)["version"] == "3.99.2"
 
 
-@needs_node
+@needs.node
 def test_javascript_runs_on_node_and_reports_its_version(settings):
     version = subprocess.run([NODE, "--version"], capture_output=True, text=True).stdout.strip()
     assert runtimes.measure("javascript", settings) == {"name": "node", "version": version}
@@ -127,7 +127,7 @@ def test_a_missing_runtime_is_refused(tmp_path, settings):
             runtimes.command(language, "/run/v", settings)
 
 
-@needs_node
+@needs.node
 def test_typescript_without_tsx_on_an_older_node_is_refused(tmp_path, settings):
     settings["path"] = only_bin(tmp_path, node=NODE)
     with pytest.raises(Refused) as caught:

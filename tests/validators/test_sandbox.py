@@ -5,6 +5,7 @@ import stat
 import sys
 
 import pytest
+from tests import needs
 
 from ithaca.kernel.config import defaults
 from ithaca.kernel.errors import Refused
@@ -12,9 +13,6 @@ from ithaca.validators import sandbox
 from ithaca.validators.sandbox import Isolation
 
 NOT_ISOLATED = Isolation((), network=False, pid_namespace=False)
-needs_pid_namespace = pytest.mark.skipif(
-    not sandbox.isolation().pid_namespace, reason="unshare cannot make a PID namespace here"
-)
 
 
 def run(code, settings, tmp_path, *, timeout_s=2, language="python", require=False, **limits):
@@ -220,7 +218,7 @@ def test_a_straggler_holding_the_pipes_is_drained_briefly_then_left(
         os.kill(int(record.read_text()), signal.SIGKILL)
 
 
-@needs_pid_namespace
+@needs.pid_namespace
 def test_in_a_pid_namespace_a_descendant_that_left_the_group_dies_too(settings, tmp_path, gone):
     record = tmp_path / "pid"
     code = leave_a_straggler(record)

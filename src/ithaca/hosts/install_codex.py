@@ -121,9 +121,8 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
     user_path = codex_home() / USER_CONFIG
     user_before = user_path.read_text(encoding="utf-8") if user_path.is_file() else None
     user = _Toml(user_path, user_before)
-    for addition in reversed((previous or {}).get("userConfigAdditions", [])):
-        user.take_back(addition, InstallReport())
-    untrusted = _record_trust(user, root, expected, report)
+    earlier = (previous or {}).get("userConfigAdditions", [])
+    untrusted = _record_trust(user, root, expected, earlier, report)
     if untrusted:
         report.degraded.append(untrusted)
         report.notes.append(untrusted)
@@ -319,10 +318,16 @@ def _hooks_feature(config: _Toml, previous: dict[str, Any] | None, report: Insta
 
 
 def _record_trust(
-    user: _Toml, root: Path, expected: dict[str, str], report: InstallReport
+    user: _Toml,
+    root: Path,
+    expected: dict[str, str],
+    earlier: list[dict[str, Any]],
+    report: InstallReport,
 ) -> str:
     """Add the project's and each hook's trust to the user's Codex config, where it is not
-    there yet; returns a degraded surface when some could not be added, else ""."""
+    there yet, keeping what an earlier install recorded that is still wanted and taking back
+    the rest (a hook whose hash changed); returns a degraded surface when some trust could
+    not be added, else ""."""
     wanted: list[tuple[str, list[str], dict[str, str], str]] = [
         (
             "codex trust: project",
@@ -341,10 +346,19 @@ def _record_trust(
                 f"[hooks.state.{json.dumps(hook_key)}]\ntrusted_hash = {json.dumps(digest)}\n",
             )
         )
+    values = {json.dumps(key): value for _, key, value, _ in wanted}
+    kept = {}
+    for addition in reversed(earlier):
+        where = json.dumps(addition["key"])
+        if values.get(where) == addition["value"]:
+            kept[where] = addition
+        else:
+            user.take_back(addition, InstallReport())
     written = []
     for label, key, value, block in wanted:
         current = user.get(key)
         if isinstance(current, dict) and all(current.get(k) == v for k, v in value.items()):
+            user.keep(kept.get(json.dumps(key)))
             report.unchanged.append(label)
         elif current is None and user.append(label, key, value, block):
             report.added.append(label)
