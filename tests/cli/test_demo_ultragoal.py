@@ -23,7 +23,8 @@ def test_the_ultragoal_scene_refuses_every_shortcut_and_then_completes(
     assert "record_story_verdict S1 APPROVE -> REFUSED: STORY_VALIDATOR_NOT_PASSED" in shown
     assert "run_story_validator S1 -> fail: wrong slugs" in shown
     assert "run_story_validator S1 -> pass: every title slugs correctly" in shown
-    assert "PreToolUse -> DENY: Ultragoal: submit-review and review-ticket" in shown
+    assert "PreToolUse -> DENY: Refused by Ithaca policy [" in shown
+    assert "on purpose (not a hook failure). Ultragoal: submit-review and review-ticket" in shown
     assert shown.count("prompt + ULTRAGOAL_REVIEW session=demo-ultragoal-session nonce=") == 2
     assert "-> REQUEST_CHANGES, 1 to repair" in shown
     assert "(no findings) -> APPROVE; dispatches used 2/5" in shown

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.refusals import gate_reason
 
 from ithaca.delivery import gate, leases
 from ithaca.delivery.breadcrumb import MAX_BYTES, POINTER
@@ -53,7 +54,8 @@ def session_start(root: Path, source: str = "startup") -> str | None:
 def pre_tool_use(root: Path, tool: str, tool_input: dict) -> tuple[str, str]:
     answer = hook(root, "PreToolUse", tool_name=tool, tool_input=tool_input)
     specific = answer.get("hookSpecificOutput", {})
-    return specific.get("permissionDecision", "allow"), specific.get("permissionDecisionReason", "")
+    reason = specific.get("permissionDecisionReason")
+    return specific.get("permissionDecision", "allow"), gate_reason(reason) if reason else ""
 
 
 def define_task(record, task_id: str, title: str, change_id: str = "add-login") -> None:

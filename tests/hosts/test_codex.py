@@ -17,6 +17,7 @@ from ithaca.hosts import codex, dispatch, main
 from ithaca.hosts.install_codex import hook_command
 from ithaca.kernel.classify import classify
 from ithaca.kernel.gates import Opinion
+from tests.refusals import gate_reason
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 HOOK = str(Path(sys.executable).parent / "ithaca-hook")
@@ -88,7 +89,7 @@ def test_an_ask_becomes_a_denial_because_codex_cannot_ask():
     output = json.loads(out)["hookSpecificOutput"]
     assert code == 0
     assert output["permissionDecision"] == "deny"
-    assert output["permissionDecisionReason"].startswith("Pushing needs a yes.")
+    assert gate_reason(output["permissionDecisionReason"]).startswith("Pushing needs a yes.")
     assert "cannot ask" in output["permissionDecisionReason"]
 
 
@@ -103,9 +104,12 @@ def test_pre_tool_use_never_sends_what_codex_rejects():
 # --- prompts and sessions ----------------------------------------------------------------
 
 
-def test_an_admitted_prompt_tells_the_agent_its_event(project_dir):
+def test_an_admitted_prompt_tells_the_agent_its_event_and_how_to_reach_the_tool(project_dir):
     output = answer("UserPromptSubmit", payload("user-prompt-submit", project_dir))
-    assert "load_protocols" in output["hookSpecificOutput"]["additionalContext"]
+    context = output["hookSpecificOutput"]["additionalContext"]
+    assert "call load_protocols with" in context
+    assert 'call tool_search with {"query": "ithaca load_protocols"}' in context
+    assert "mcp__ithaca namespace" in context and "ToolSearch" not in context
     assert "decision" not in output
 
 

@@ -5,45 +5,31 @@ with ``ithaca init`` and ``ithaca install claude`` applied, exactly as a user wo
 them up. As root, Claude Code refuses ``--dangerously-skip-permissions``, so runs use
 ``--permission-mode acceptEdits`` and the user-level allow rules of the test home
 (project allow rules are ignored while a workspace is untrusted, project hooks and
-``enableAllProjectMcpServers`` are honoured).
+``enableAllProjectMcpServers`` are honoured). Ithaca's MCP tools are deferred behind
+``ToolSearch``, which the model calls first to load their schemas.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.hosts_real.binaries import host_binary, run_ithaca
-from tests.hosts_real.messages_api import MessagesWire, tool_results, tool_uses
-from tests.hosts_real.scripted import Call, Reply, Request, Script, ScriptedModel
+from tests.hosts_real.binaries import host_binary
+from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, label
+from tests.hosts_real.messages_api import tool_results, tool_uses
+from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel, Step
 
 # The user's own permission rules in the test home: what a user who lets the agent work
-# on its own would allow. Ithaca's MCP tools are allowed one by one, so a test can leave
-# one out and see the user's rule still apply.
-DEFAULT_ALLOW = (
-    "Bash",
-    "Edit",
-    "Write",
-    "Read",
-    "Agent",
-    "Task",
-    "mcp__ithaca",
-)
+# on its own would allow. Ithaca's MCP tools are allowed as a server, so a test can allow
+# only some of them and see the user's rule still apply.
+DEFAULT_ALLOW = ("Bash", "Edit", "Write", "Read", "Agent", "Task", "mcp__ithaca")
 
 
-@dataclass
-class ClaudeRun:
-    """What one ``claude -p`` run printed and what its model was asked."""
+class ClaudeRun(HostRun):
+    """A ``claude -p`` run, with its debug log (each hook's measured duration)."""
 
-    exit_code: int
-    events: list[dict[str, Any]]
-    stderr: str
-    model: ScriptedModel
     debug_log: Path
 
     @property
@@ -58,44 +44,16 @@ class ClaudeRun:
             and (event is None or item.get("hook_event") == event)
         ]
 
-    def results(self) -> list[tuple[str, bool, str]]:
-        """Each tool call the main agent made, in order: (tool name, is_error, result text)
-        as the model was shown them in the last request of the run."""
-        last = self.model.lane("main")[-1].body
-        uses, results = tool_uses(last), tool_results(last)
-        return [
-            (use["name"], *results.get(use_id, (True, "<no result>")))
-            for use_id, use in uses.items()
-        ]
 
-    def result_of(self, name: str, nth: int = 0) -> tuple[bool, str]:
-        """``(is_error, text)`` of the ``nth`` call to tool ``name``."""
-        matching = [(error, text) for tool, error, text in self.results() if tool == name]
-        assert len(matching) > nth, f"no call {nth} of {name}: {self.results()}"
-        return matching[nth]
-
-    def final(self) -> dict[str, Any]:
-        return next(item for item in reversed(self.events) if item.get("type") == "result")
-
-
-class ClaudeHost:
-    """A scratch home and repository wired to the real Claude Code and a scripted model."""
+class ClaudeHost(Host):
+    name = "claude"
 
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
         self.binary = host_binary("claude")
         self.home = root / "home"
-        self.repo = root / "repo"
-        self.model = model
-        self.ithaca = ithaca
         self.home.mkdir()
-        self.repo.mkdir()
+        super().__init__(root, model, ithaca)
         self.user_settings(allow=DEFAULT_ALLOW)
-        subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True)
-        subprocess.run(
-            ["git", "-C", str(self.repo), "commit", "-q", "--allow-empty", "-m", "start"],
-            check=True,
-            env=self.env(),
-        )
 
     def user_settings(self, *, allow: tuple[str, ...], **extra: Any) -> None:
         """The test user's ``~/.claude/settings.json``."""
@@ -106,9 +64,8 @@ class ClaudeHost:
         (folder / "settings.json").write_text(json.dumps(settings, indent=2))
 
     def env(self) -> dict[str, str]:
-        keep = {name: os.environ[name] for name in ("PATH", "LANG", "TMPDIR") if name in os.environ}
         return {
-            **keep,
+            **super().env(),
             "HOME": str(self.home),
             "ITHACA_HOME": str(self.home / ".ithaca"),
             "ANTHROPIC_BASE_URL": self.model.url,
@@ -116,23 +73,20 @@ class ClaudeHost:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
-            "GIT_AUTHOR_NAME": "Test",
-            "GIT_AUTHOR_EMAIL": "test@example.com",
-            "GIT_COMMITTER_NAME": "Test",
-            "GIT_COMMITTER_EMAIL": "test@example.com",
         }
 
-    def ithaca_cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return run_ithaca(self.ithaca, self.repo, self.env(), *args, check=check)
+    def shell(self, command: str) -> Reply:
+        return [Call("Bash", {"command": command, "description": "scripted"})]
 
-    def state(self) -> sqlite3.Connection:
-        """A read-only look at the project's state database."""
-        path = self.repo / ".ithaca" / ".runtime" / "state.db"
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    def write(self, relpath: str, text: str) -> Reply:
+        return [Call("Write", {"file_path": str(self.repo / relpath), "content": text})]
 
-    def install(self) -> None:
-        self.ithaca_cli("init")
-        self.ithaca_cli("install", "claude")
+    def tool(self, name: str, arguments: dict[str, Any]) -> Reply:
+        return [Call(f"mcp__ithaca__{name}", arguments)]
+
+    def load_tools(self) -> list[Step]:
+        names = ",".join(f"mcp__ithaca__{name}" for name in ITHACA_TOOLS)
+        return [[Call("ToolSearch", {"query": f"select:{names}", "max_results": 20})]]
 
     def run(self, prompt: str, script: Script, *extra: str, timeout: float = 120) -> ClaudeRun:
         """``claude -p PROMPT`` in the repository, its model playing ``script``."""
@@ -164,45 +118,23 @@ class ClaudeHost:
         )
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         assert not self.model.errors, self.model.errors
-        return ClaudeRun(done.returncode, events, done.stderr, self.model, debug_log)
+        run = ClaudeRun(done.returncode, events, done.stderr, self.model, _shown(self.model))
+        run.debug_log = debug_log
+        return run
 
 
-def make_claude_host(root: Path, ithaca: Path) -> tuple[ClaudeHost, ScriptedModel]:
-    model = ScriptedModel(MessagesWire())
-    return ClaudeHost(root, model, ithaca), model
-
-
-ITHACA_TOOLS = (
-    "load_protocols",
-    "protocols",
-    "ultragoal",
-    "context",
-    "record",
-    "checkpoint",
-    "archive",
-    "sync",
-    "session",
-    "doctor",
-    "notebook",
-    "ulysses",
-    "knowledge",
-)
-
-
-def bash(command: str) -> Reply:
-    return [Call("Bash", {"command": command, "description": "scripted"})]
-
-
-def load_ithaca_tools() -> Reply:
-    """What a model does first under tool search: load the schemas of Ithaca's tools."""
-    names = ",".join(f"mcp__ithaca__{name}" for name in ITHACA_TOOLS)
-    return [Call("ToolSearch", {"query": f"select:{names}", "max_results": 20})]
-
-
-def ithaca(tool: str, arguments: dict[str, Any]) -> Reply:
-    return [Call(f"mcp__ithaca__{tool}", arguments)]
-
-
-def load_protocols(request: Request) -> Reply:
-    """``load_protocols`` with the event id the admission showed the model."""
-    return ithaca("load_protocols", {"eventId": request.event_id()})
+def _shown(model: ScriptedModel) -> list[Shown]:
+    """Each call the main agent made, in order, as its last request showed the outcome."""
+    requests = model.lane("main")
+    if not requests:
+        return []
+    last = requests[-1].body
+    uses, results = tool_uses(last), tool_results(last)
+    return [
+        Shown(
+            label(use["name"]),
+            json.dumps(use.get("input")),
+            *results.get(use_id, (True, "<no result>")),
+        )
+        for use_id, use in uses.items()
+    ]

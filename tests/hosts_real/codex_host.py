@@ -4,74 +4,76 @@ Each test gets a ``CODEX_HOME`` of its own whose ``config.toml`` points a custom
 at the loopback model (``gpt-5.5``: a slug with bundled metadata, so ``apply_patch`` and
 ``tool_search`` exist), and a Git repository with ``ithaca init`` and ``ithaca install
 codex`` applied; the install records Codex's trust in that same user config, as it does
-for a user.
+for a user. Codex starts MCP servers in the background and announces their tools to the
+model once they are up ("Added deferred tool namespaces"); they are then reached through
+``tool_search``, and called as functions in the ``mcp__ithaca`` namespace.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.hosts_real.binaries import host_binary, run_ithaca
-from tests.hosts_real.responses_api import ResponsesWire, call_outputs
-from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel
+from tests.hosts_real.binaries import host_binary
+from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, label
+from tests.hosts_real.responses_api import call_outputs
+from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel, Step, WaitUntilShown
+
+USER_CONFIG = """\
+model_provider = "scripted"
+model = "gpt-5.5"
+approval_policy = "never"
+
+[model_providers.scripted]
+name = "Scripted"
+base_url = "{url}/v1"
+env_key = "SCRIPTED_MODEL_KEY"
+wire_api = "responses"
+"""
 
 
-@dataclass
-class CodexRun:
-    exit_code: int
-    events: list[dict[str, Any]]
-    stderr: str
-    model: ScriptedModel
+class CodexHost(Host):
+    name = "codex"
 
-    def outputs(self) -> list[str]:
-        """Each tool call's output as the model was shown it, in order."""
-        last = self.model.lane("main")[-1].body
-        return list(call_outputs(last).values())
-
-
-class CodexHost:
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
         self.binary = host_binary("codex")
         self.home = root / "codex-home"
-        self.repo = root / "repo"
-        self.model = model
-        self.ithaca = ithaca
         self.home.mkdir()
-        self.repo.mkdir()
-        (self.home / "config.toml").write_text(
-            'model_provider = "scripted"\nmodel = "gpt-5.5"\napproval_policy = "never"\n\n'
-            "[model_providers.scripted]\n"
-            'name = "Scripted"\n'
-            f'base_url = "{model.url}/v1"\n'
-            'env_key = "SCRIPTED_MODEL_KEY"\n'
-            'wire_api = "responses"\n'
-        )
-        subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True)
+        (self.home / "config.toml").write_text(USER_CONFIG.format(url=model.url))
+        super().__init__(root, model, ithaca)
 
     def env(self) -> dict[str, str]:
-        keep = {name: os.environ[name] for name in ("PATH", "LANG", "TMPDIR") if name in os.environ}
         return {
-            **keep,
-            "HOME": str(self.home.parent),
+            **super().env(),
+            "HOME": str(self.root),
             "CODEX_HOME": str(self.home),
-            "ITHACA_HOME": str(self.home.parent / "ithaca-home"),
+            "ITHACA_HOME": str(self.root / "ithaca-home"),
             "SCRIPTED_MODEL_KEY": "scripted-model-key",
             "RUST_LOG": "warn",
         }
 
-    def ithaca_cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return run_ithaca(self.ithaca, self.repo, self.env(), *args, check=check)
+    def shell(self, command: str) -> Reply:
+        return [Call("exec_command", {"cmd": command})]
 
-    def install(self) -> None:
-        self.ithaca_cli("init")
-        self.ithaca_cli("install", "codex")
+    def write(self, relpath: str, text: str) -> Reply:
+        lines = "".join(f"+{line}\n" for line in text.splitlines())
+        patch = f"*** Begin Patch\n*** Add File: {relpath}\n{lines}*** End Patch\n"
+        return [Call("apply_patch", patch)]
 
-    def run(self, prompt: str, script: Script, timeout: float = 120) -> CodexRun:
+    def tool(self, name: str, arguments: dict[str, Any]) -> Reply:
+        return [Call(name, arguments, namespace=self.namespace)]
+
+    def load_tools(self) -> list[Step]:
+        query = " ".join(["ithaca", *ITHACA_TOOLS])
+        return [
+            WaitUntilShown(f"- {self.namespace}:", self.shell("sleep 0.3")),
+            [Call("tool_search", {"query": query, "limit": len(ITHACA_TOOLS) + 5})],
+        ]
+
+    def run(self, prompt: str, script: Script, timeout: float = 120) -> HostRun:
+        """``codex exec PROMPT`` in the repository, its model playing ``script``."""
         self.model.play(script)
         command = [str(self.binary), "exec", "--json", "-C", str(self.repo), prompt]
         done = subprocess.run(
@@ -84,13 +86,24 @@ class CodexHost:
         )
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         assert not self.model.errors, self.model.errors
-        return CodexRun(done.returncode, events, done.stderr, self.model)
+        return HostRun(done.returncode, events, done.stderr, self.model, _shown(self.model))
 
 
-def make_codex_host(root: Path, ithaca: Path) -> tuple[CodexHost, ScriptedModel]:
-    model = ScriptedModel(ResponsesWire())
-    return CodexHost(root, model, ithaca), model
-
-
-def shell(command: str) -> Reply:
-    return [Call("exec_command", {"cmd": command})]
+def _shown(model: ScriptedModel) -> list[Shown]:
+    """Each call the model made, in order, with the output its last request showed (Codex
+    marks no output as an error: a denial is known by its text)."""
+    requests = model.lane("main")
+    if not requests:
+        return []
+    items = requests[-1].body.get("input") or []
+    outputs = call_outputs(requests[-1].body)
+    return [
+        Shown(
+            label(item.get("name") or "tool_search", item.get("namespace")),
+            str(item.get("arguments") or item.get("input") or ""),
+            False,
+            outputs.get(item["call_id"], "<no output>"),
+        )
+        for item in items
+        if item.get("type") in ("function_call", "custom_tool_call", "tool_search_call")
+    ]

@@ -7,25 +7,42 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.hosts_real.claude_host import ClaudeHost, make_claude_host
-from tests.hosts_real.codex_host import CodexHost, make_codex_host
+from tests.hosts_real.claude_host import ClaudeHost
+from tests.hosts_real.codex_host import CodexHost
+from tests.hosts_real.host import Host
+from tests.hosts_real.messages_api import MessagesWire
+from tests.hosts_real.responses_api import ResponsesWire
+from tests.hosts_real.scripted import ScriptedModel
 
 ITHACA = Path(sys.executable).parent / "ithaca"
+HOSTS = {"claude": (ClaudeHost, MessagesWire), "codex": (CodexHost, ResponsesWire)}
+
+
+def _installed(name: str, root: Path) -> Iterator[Host]:
+    kind, wire = HOSTS[name]
+    with ScriptedModel(wire()) as model:
+        host = kind(root, model, ITHACA)
+        host.install()
+        yield host
+
+
+@pytest.fixture(params=sorted(HOSTS))
+def host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Host]:
+    """Each real host in turn, in a scratch home, with Ithaca installed in its repository."""
+    yield from _installed(request.param, tmp_path)
 
 
 @pytest.fixture
 def claude(tmp_path: Path) -> Iterator[ClaudeHost]:
-    """Claude Code in a scratch home, with Ithaca installed in its repository."""
-    host, model = make_claude_host(tmp_path, ITHACA)
-    with model:
-        host.install()
+    """Claude Code alone, for what only Claude Code has (subagents, permission rules)."""
+    for host in _installed("claude", tmp_path):
+        assert isinstance(host, ClaudeHost)
         yield host
 
 
 @pytest.fixture
 def codex(tmp_path: Path) -> Iterator[CodexHost]:
-    """Codex in a scratch CODEX_HOME, with Ithaca installed (and trusted) in its repo."""
-    host, model = make_codex_host(tmp_path, ITHACA)
-    with model:
-        host.install()
+    """Codex alone, for what only Codex has (the trust in the user's config)."""
+    for host in _installed("codex", tmp_path):
+        assert isinstance(host, CodexHost)
         yield host

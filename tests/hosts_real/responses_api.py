@@ -92,7 +92,9 @@ def _item(block: Call | Say) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": block.text, "annotations": []}],
         }
     item: dict[str, Any] = {"id": f"fc_{number:06d}", "call_id": f"call_{number:06d}"}
-    if isinstance(block.input, str):
+    if block.name == "tool_search":  # Codex runs the search itself, as a client tool
+        item.update(type="tool_search_call", execution="client", arguments=block.input)
+    elif isinstance(block.input, str):
         item.update(type="custom_tool_call", name=block.name, input=block.input)
     else:
         item.update(type="function_call", name=block.name, arguments=json.dumps(block.input))

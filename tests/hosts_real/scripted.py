@@ -46,7 +46,20 @@ class Call:
 
 Block = Say | Call
 Reply = list[Block]
-Step = Reply | Callable[["Request"], Reply]
+
+
+@dataclass(frozen=True)
+class WaitUntilShown:
+    """A step that holds its place, answering ``meanwhile``, until the model has been shown
+    ``text`` (a host that announces tools once its MCP server is up), at most ``tries``
+    requests."""
+
+    text: str
+    meanwhile: Reply
+    tries: int = 40
+
+
+Step = Reply | Callable[["Request"], Reply] | WaitUntilShown
 
 
 @dataclass
@@ -79,7 +92,14 @@ class Script:
         queue = self.subagent if request.lane == "subagent" else self.main
         if not queue:
             return [Say(self.final_text)]
-        step = queue.pop(0)
+        step = queue[0]
+        if isinstance(step, WaitUntilShown):
+            if step.text not in request.shown and step.tries > 0:
+                queue[0] = WaitUntilShown(step.text, step.meanwhile, step.tries - 1)
+                return step.meanwhile
+            queue.pop(0)
+            return self.next_reply(request)
+        queue.pop(0)
         return step(request) if callable(step) else step
 
 

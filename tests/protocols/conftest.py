@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.refusals import gate_reason
 
 from ithaca.app import IthacaProject, init_project, open_project
 from ithaca.hosts import dispatch
@@ -136,7 +137,8 @@ def answer_of(raw: dict[str, Any]) -> Answer:
         return Answer("allow", None, raw)
     output = raw["hookSpecificOutput"]
     assert output["hookEventName"] == "PreToolUse"
-    return Answer(output["permissionDecision"], output.get("permissionDecisionReason"), raw)
+    reason = output.get("permissionDecisionReason")
+    return Answer(output["permissionDecision"], reason and gate_reason(reason), raw)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import subprocess
 import uuid
 
 import pytest
+from tests.refusals import gate_reason
 
 from ithaca.app import open_project
 from ithaca.hosts import dispatch
@@ -25,13 +26,19 @@ def expected_context(event_id: str, workflow: str, strict: bool) -> str:
         "Before any other tool call, call load_protocols with "
         f'{{"eventId": "{event_id}"}} and follow every rule in the returned bundle.'
     )
-    return text + " Until then Ithaca blocks mutating tool calls." if strict else text
+    if strict:
+        text += " Until then Ithaca blocks mutating tool calls."
+    return (
+        text + " If load_protocols is not among your tools yet, load it with ToolSearch"
+        ' {"query": "select:mcp__ithaca__load_protocols"}.'
+    )
 
 
 def assert_blocked(answer: dict, code: str) -> None:
     assert set(answer) == {"decision", "reason"}, answer
     assert answer["decision"] == "block"
-    assert answer["reason"].startswith(BLOCK_PREFIX.format(code=code)), answer["reason"]
+    reason = gate_reason(answer["reason"])
+    assert reason.startswith(BLOCK_PREFIX.format(code=code)), answer["reason"]
 
 
 def event_count(conn: sqlite3.Connection) -> int:
@@ -356,7 +363,8 @@ def test_unreadable_store_blocks_the_prompt_and_admits_nothing(governed_dir, hoo
     answer = hook.prompt("After the damage.")
 
     assert answer["decision"] == "block"
-    assert answer["reason"].startswith("Ithaca could not admit this prompt (")
+    assert answer["reason"].startswith("Ithaca failed closed: it could not decide")
+    assert gate_reason(answer["reason"]).startswith("Ithaca could not admit this prompt (")
     assert "hookSpecificOutput" not in answer
     (runtime / "state.db").unlink()
     for item in saved.iterdir():
@@ -382,7 +390,7 @@ def test_failed_admission_write_blocks_the_prompt_and_admits_nothing(hook, gover
     answer = hook.prompt("::workflow debugging\nThis one cannot be recorded.")
 
     assert answer["decision"] == "block"
-    assert answer["reason"].startswith("Ithaca could not admit this prompt (")
+    assert gate_reason(answer["reason"]).startswith("Ithaca could not admit this prompt (")
     assert event_count(conn) == 1
     assert current_event(conn) == earlier
     assert len(journaled("protocols.event_admitted")) == 1

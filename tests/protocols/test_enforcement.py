@@ -16,6 +16,7 @@ from ithaca.app import open_project
 from ithaca.kernel.clock import parse
 from ithaca.kernel.errors import NotFound, Refused
 from ithaca.protocols import constraints as constraints_module
+from tests.refusals import gate_reason
 
 APPROVE = re.compile(
     r'Ask the user to run "ithaca protocols approve (apr_[0-9A-HJKMNP-TV-Z]{8})" in a terminal,'
@@ -140,13 +141,11 @@ def test_console_script_denies_before_the_load_and_stays_silent_after_it(hook, g
     after = hook.process("PreToolUse", write)
 
     assert before.returncode == 0
-    assert json.loads(before.stdout) == {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": load_reason(event_id),
-        }
-    }
+    denial = json.loads(before.stdout)["hookSpecificOutput"]
+    reason = denial.pop("permissionDecisionReason")
+    assert denial == {"hookEventName": "PreToolUse", "permissionDecision": "deny"}
+    assert reason.startswith("Refused by Ithaca policy [BUNDLE_NOT_LOADED], on purpose")
+    assert gate_reason(reason) == load_reason(event_id)
     assert (after.returncode, after.stdout) == (0, "")
 
 
@@ -456,7 +455,7 @@ def test_deny_command_through_the_console_script(hook, ready, rule):
     assert result.returncode == 0
     output = json.loads(result.stdout)["hookSpecificOutput"]
     assert output["permissionDecision"] == "deny"
-    assert output["permissionDecisionReason"].startswith("[team.no-force] ")
+    assert gate_reason(output["permissionDecisionReason"]).startswith("[team.no-force] ")
 
 
 @pytest.mark.parametrize(

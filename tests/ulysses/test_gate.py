@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.refusals import gate_reason
 
 from ithaca.hosts import dispatch
 
@@ -60,7 +61,8 @@ def pre_tool_use(root: Path, tool: str, tool_input: dict, **extra: str) -> dict:
 
 def decision(answer: dict) -> tuple[str, str]:
     specific = answer.get("hookSpecificOutput", {})
-    return specific.get("permissionDecision", "allow"), specific.get("permissionDecisionReason", "")
+    reason = specific.get("permissionDecisionReason")
+    return specific.get("permissionDecision", "allow"), gate_reason(reason) if reason else ""
 
 
 MUTATING_CALLS = [

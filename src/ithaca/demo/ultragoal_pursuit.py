@@ -253,7 +253,7 @@ async def _plan(pursuit: Pursuit) -> None:
     stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Planned it.")
     reason = stop.get("reason", "")
     expect(stop.get("decision") == "block" and "[ULTRAGOAL 1/" in reason, f"Stop: {stop}")
-    lines = reason.splitlines()
+    lines = reason.splitlines()[1:]  # after Ithaca's lead
     say(f"agent> (ends its turn)\n  Stop -> BLOCK: {lines[0]}\n                 {lines[2]}")
 
 

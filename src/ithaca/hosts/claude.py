@@ -10,6 +10,7 @@ ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop us
 
 from __future__ import annotations
 
+from ithaca.hosts.refusal import ASK_LEAD, BLOCK_LEAD, LEAD, refusal
 from ithaca.kernel import lightjson
 from ithaca.kernel.gates import Opinion
 
@@ -50,7 +51,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
             answer["hookSpecificOutput"] = {
                 "hookEventName": event,
                 "permissionDecision": "deny" if blocked else "ask",
-                "permissionDecisionReason": final.reason or final.code or "denied by Ithaca",
+                "permissionDecisionReason": refusal(final, LEAD if blocked else ASK_LEAD),
             }
         elif final.updated_input is not None:
             answer["hookSpecificOutput"] = {
@@ -59,7 +60,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
                 "updatedInput": final.updated_input,
             }
     elif event in PROMPT_EVENTS + ("Stop", "SubagentStop", "PostToolUse") and blocked:
-        answer = {"decision": "block", "reason": final.reason or final.code or "blocked by Ithaca"}
+        answer = {"decision": "block", "reason": refusal(final, BLOCK_LEAD)}
     if (
         final.context
         and event in PROMPT_EVENTS + ("SessionStart", "PostToolUse")

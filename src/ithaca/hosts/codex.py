@@ -34,6 +34,7 @@ export is skipped.
 from __future__ import annotations
 
 from ithaca.hosts.claude import tool_call as tool_call  # Codex names them alike
+from ithaca.hosts.refusal import BLOCK_LEAD, refusal
 from ithaca.kernel import lightjson
 from ithaca.kernel.gates import Opinion
 
@@ -54,7 +55,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
     blocked = final.effect in ("deny", "block")
     if event == "PreToolUse":
         if blocked or final.effect == "ask":
-            reason = final.reason or final.code or "denied by Ithaca"
+            reason = refusal(final)
             answer["hookSpecificOutput"] = {
                 "hookEventName": event,
                 "permissionDecision": "deny",
@@ -67,7 +68,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
                 "updatedInput": final.updated_input,
             }
     elif event in ("UserPromptSubmit", "Stop", "PostToolUse") and blocked:
-        answer = {"decision": "block", "reason": final.reason or final.code or "blocked by Ithaca"}
+        answer = {"decision": "block", "reason": refusal(final, BLOCK_LEAD)}
     if final.context and event in CONTEXT_EVENTS and not (blocked and event == "UserPromptSubmit"):
         answer.setdefault("hookSpecificOutput", {"hookEventName": event})
         answer["hookSpecificOutput"]["additionalContext"] = final.context

@@ -23,7 +23,7 @@ from ithaca.kernel import clock, config, ids, lightjson, markers
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import connect, sqlite, write_transaction
 from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.gates import GateContext, Opinion, combine
+from ithaca.kernel.gates import FAILED_CLOSED, GateContext, Opinion, combine
 from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.project import Project, find_project
 
@@ -227,13 +227,15 @@ def _failure(
 ) -> Opinion:
     """Fail closed where the agent could change something, open elsewhere."""
     if event == "UserPromptSubmit":
-        return Opinion("block", code, f"Ithaca could not admit this prompt ({code}): {message}")
+        reason = f"Ithaca could not admit this prompt ({code}): {message}"
+        return Opinion("block", code, reason, gate=FAILED_CLOSED)
     if event == "PreToolUse" and (call is None or call.mutating):
         return Opinion(
             "deny",
             code,
             f"Ithaca could not evaluate this call ({code}: {message}); mutating calls are "
             "blocked until this is fixed (see `ithaca doctor`).",
+            gate=FAILED_CLOSED,
         )
     return Opinion("abstain", code)
 

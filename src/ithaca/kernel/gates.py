@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 # Most severe first: the combined effect is the first one any gate gave.
 SEVERITY = ("block", "deny", "ask", "allow", "abstain")
+# The gate name of an opinion given because Ithaca itself could not decide (fail closed).
+FAILED_CLOSED = "failed-closed"
 
 
 class Opinion:

@@ -26,7 +26,7 @@ from ithaca.kernel import canon, journal, lightjson, states
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.gates import GateContext, Opinion
+from ithaca.kernel.gates import FAILED_CLOSED, GateContext, Opinion
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def decide(call: Call, ctx: GateContext) -> Opinion:
                 "deny",
                 "ENFORCEMENT_ERROR",
                 f"Ithaca could not evaluate this call ({code}); mutating calls are blocked.",
+                gate=FAILED_CLOSED,
             )
         else:
             opinion = Opinion("allow", "ENFORCEMENT_ERROR")

@@ -10,8 +10,8 @@ Enforcement lives in ``enforcement`` and is imported only for tool calls, and ad
 
 from __future__ import annotations
 
-from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+from ithaca.kernel.errors import InvalidInput, IthacaError
+from ithaca.kernel.gates import ABSTAIN, FAILED_CLOSED, GateContext, Opinion
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,8 +54,18 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
     return enforcement.commit(ctx.conn, scratch, final, ctx)
 
 
-def admission_context(event_id: str, workflow: str, strict: bool) -> str:
-    """The exact text the agent receives with an admitted prompt (reference §3.1)."""
+# Both hosts defer MCP tools behind a tool search; each names its own way to load one.
+TOOL_SEARCH_HINTS = {
+    "claude": " If load_protocols is not among your tools yet, load it with ToolSearch"
+    ' {"query": "select:mcp__ithaca__load_protocols"}.',
+    "codex": " If load_protocols is not among your tools yet, call tool_search with"
+    ' {"query": "ithaca load_protocols"}: it is in the mcp__ithaca namespace.',
+}
+
+
+def admission_context(event_id: str, workflow: str, strict: bool, host: str = "") -> str:
+    """The exact text the agent receives with an admitted prompt (reference §3.1), with
+    how ``host`` reaches a deferred ``load_protocols``."""
     text = (
         f"Ithaca admitted this prompt as event {event_id} (workflow: {workflow}). "
         f'Before any other tool call, call load_protocols with {{"eventId": "{event_id}"}} '
@@ -63,7 +73,7 @@ def admission_context(event_id: str, workflow: str, strict: bool) -> str:
     )
     if strict:
         text += " Until then Ithaca blocks mutating tool calls."
-    return text
+    return text + TOOL_SEARCH_HINTS.get(host, "")
 
 
 # --- admission --------------------------------------------------------------------
@@ -97,14 +107,20 @@ def _decide_admission(ctx: GateContext) -> Opinion:
         )
     except IthacaError as exc:
         return Opinion(
-            "block", exc.code, f"Ithaca could not admit this prompt ({exc.code}): {exc.message}"
+            "block",
+            exc.code,
+            f"Ithaca could not admit this prompt ({exc.code}): {exc.message}",
+            gate="" if isinstance(exc, InvalidInput) else FAILED_CLOSED,  # the prompt's fault
         )
     ctx.scratch[NAME] = admission
     event = admission.event
     return Opinion(
         "allow",
         context=admission_context(
-            event["id"], event["context"]["workflow"], ctx.config["protocols"]["strict"]
+            event["id"],
+            event["context"]["workflow"],
+            ctx.config["protocols"]["strict"],
+            ctx.host,
         ),
     )
 

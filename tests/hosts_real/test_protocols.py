@@ -1,0 +1,74 @@
+"""A protocols turn through each real host: admission, the load gate, a team protocol, the
+kernel guard and a user-only command, as the model was shown them and as ``ithaca log``
+records them."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+from tests.hosts_real.codex_host import CodexHost
+from tests.hosts_real.host import Host
+from tests.hosts_real.scripted import Script
+
+NO_PUSH = {
+    "id": "team.no-push",
+    "name": "People push, agents do not",
+    "description": "Publishing commits is a person's decision.",
+    "priority": 500,
+    "selector": {"workflow": "coding"},
+    "rules": ["Never push; tell the user the branch is ready instead."],
+    "constraints": [
+        {"kind": "deny_command", "commands": ["git push"], "reason": "Pushing is the user's call."}
+    ],
+}
+
+
+def test_a_turn_is_governed_from_admission_to_the_last_call(host: Host):
+    team_file = host.repo / ".ithaca" / "protocols" / "team.no-push.json"
+    team_file.write_text(json.dumps(NO_PUSH, indent=2))
+    team_text = team_file.read_text()
+    run = host.run(
+        "Write hello into notes.txt",
+        Script(
+            main=[
+                host.write("notes.txt", "hello\n"),
+                *host.protocols_loaded(),
+                host.write("notes.txt", "hello\n"),
+                host.shell("git push origin main"),
+                host.shell("echo '{}' > .ithaca/protocols/team.no-push.json"),
+                host.shell("ithaca protocols approve apr_01ABCDEFGHJKMNPQRSTVWXYZ00"),
+            ]
+        ),
+    )
+    assert run.exit_code == 0, run.stderr
+    assert "Ithaca admitted this prompt as event evt_" in run.first_request().shown
+    early, late = run.calls("write")
+    assert "load_protocols" in early.text and "Refused by Ithaca" in early.text
+    bundle = run.call("ithaca:load_protocols").text
+    assert '"team.no-push"' in bundle and '"digest"' in bundle
+    assert "Refused by Ithaca" not in late.text
+    assert (host.repo / "notes.txt").read_text() == "hello\n"
+    push = run.call("shell", given="git push")
+    tamper = run.call("shell", given="team.no-push.json")
+    approve = run.call("shell", given="protocols approve")
+    assert "team.no-push" in push.text and "Pushing is the user's call." in push.text
+    assert ".ithaca/" in tamper.text and "Refused by Ithaca" in tamper.text
+    assert "ithaca protocols approve" in approve.text and "terminal" in approve.text
+    assert team_file.read_text() == team_text
+    decisions = [e for e in host.log() if e["kind"] == "protocols.decision"]
+    denied = [e for e in decisions if e["payload"]["final"]["effect"] == "deny"]
+    assert len(denied) >= 4, decisions
+
+
+def test_the_install_records_codexs_trust_and_the_doctor_checks_it(codex: CodexHost):
+    user_config = tomllib.loads((codex.home / "config.toml").read_text())
+    assert user_config["projects"][str(codex.repo)]["trust_level"] == "trusted"
+    assert len(user_config["hooks"]["state"]) == 6
+    assert codex.ithaca_cli("install", "--doctor", "codex").returncode == 0
+    hooks = codex.repo / ".codex" / "hooks.json"
+    edited = json.loads(hooks.read_text())
+    edited["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] = 7
+    hooks.write_text(json.dumps(edited))
+    doctor = codex.ithaca_cli("install", "--doctor", "codex", check=False)
+    assert doctor.returncode != 0 and "HOOKS_UNTRUSTED" in doctor.stdout + doctor.stderr
