@@ -2,7 +2,8 @@
 
 A benchmark must not read the user's real settings or leave files behind, so each script
 runs inside ``scratch()``: one temporary folder holding ``ITHACA_HOME`` and the project,
-removed on exit. Child processes also keep their bytecode there (``PYTHONPYCACHEPREFIX``,
+removed on exit, with this Ithaca's commands first on ``PATH`` (the hook wiring names
+``ithaca-hook``). Child processes also keep their bytecode there (``PYTHONPYCACHEPREFIX``,
 with writing switched on): an installed package has its ``.pyc`` files, and timing a hook
 that recompiles its modules on every start would measure the compiler, not the hook.
 
@@ -58,9 +59,11 @@ def parser(description: str) -> argparse.ArgumentParser:
 def scratch() -> Iterator[Path]:
     """A temporary root with ``home/`` (``ITHACA_HOME``), ``project/`` and ``pycache/``."""
     root = Path(tempfile.mkdtemp(prefix="ithaca-bench-"))
-    names = ("ITHACA_HOME", "ITHACA_DIR", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
+    names = ("ITHACA_HOME", "ITHACA_DIR", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", "PATH")
     saved = {name: os.environ.get(name) for name in names}
     os.environ["ITHACA_HOME"] = str(root / "home")
+    # Ithaca's commands on PATH, as the installed hook wiring expects them.
+    os.environ["PATH"] = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
     os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     os.environ.pop("ITHACA_DIR", None)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

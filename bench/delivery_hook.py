@@ -13,7 +13,6 @@ load hits both alike. As in a Claude Code session, the MCP server's connection s
 from __future__ import annotations
 
 import json
-import shlex
 import statistics
 import subprocess
 import sys
@@ -119,7 +118,7 @@ def _installed(event: str) -> list[str]:
     """The hook command ``ithaca install claude`` writes for ``event``, as argv."""
     from ithaca.hosts.install_claude import hook_command
 
-    return shlex.split(hook_command(event))
+    return ["/bin/sh", "-c", hook_command(event)]
 
 
 def _run(command: list[str], stdin: bytes) -> tuple[float, str]:

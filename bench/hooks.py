@@ -2,9 +2,9 @@
 
 Claude Code starts a fresh hook process for every prompt and every tool call, so what
 the user waits for is interpreter start-up plus imports plus one store visit. The hooks
-are timed as ``ithaca install claude`` writes them (the interpreter with ``-S -P`` and only
-Ithaca's folder on the path); the ``ithaca-hook`` console script, which goes through
-``site`` and the interpreter's full tear-down, is timed beside them for comparison.
+are timed as ``ithaca install claude`` writes them: ``/bin/sh -c`` running the portable
+command (``ithaca-hook`` looked up on ``PATH``, then exec'd); the ``ithaca-hook`` console
+script started directly is timed beside them, which shows what the shell adds.
 The target (protocols reference §12) is a median of at most 2x a bare ``python -c pass``
 started by the same interpreter binary. Runs alternate baseline / UserPromptSubmit /
 baseline / PreToolUse so that background load hits all three alike. PreToolUse is timed
@@ -20,14 +20,16 @@ session, where the MCP server keeps its store connection open, one connection st
 while the hooks are timed; without it each hook is the database's last connection and
 pays SQLite's checkpoint-on-close (``--alone`` times that case).
 
-    .venv/bin/python bench/hooks.py [--quick] [--imports]
+Last, unless ``--no-host``, the same hooks are timed as the real Claude Code measures them
+(``hooks_in_claude``), against a bare-interpreter hook in the same session.
+
+    .venv/bin/python bench/hooks.py [--quick] [--imports] [--no-host]
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import hooks_in_claude
 from _common import BIN, new_project, parser, percentile, protocol_records, scratch, verdict
 from ithaca import open_project
 
@@ -75,6 +78,9 @@ def main() -> int:
     options.add_argument(
         "--alone", action="store_true", help="no other open connection (no MCP server)"
     )
+    options.add_argument(
+        "--no-host", action="store_true", help="skip the measurement inside the real Claude Code"
+    )
     args = options.parse_args()
     runs = 15 if args.quick else 60
     hook = BIN / "ithaca-hook"
@@ -109,9 +115,11 @@ def main() -> int:
         if args.imports:
             _print_floor(10 if args.quick else 30)
             for event, stdin in (("UserPromptSubmit", prompt_input), ("PreToolUse", tool_input)):
-                command = _installed(event)
-                _print_imports(event, [command[0], "-X", "importtime", *command[1:]], stdin)
+                command = [sys.executable, "-X", "importtime", str(hook), "claude", event]
+                _print_imports(event, command, stdin)
                 _print_phases(event, stdin)
+        if not args.no_host:
+            hooks_in_claude.measure(10 if args.quick else 40, TARGET_RATIO)
     return 0
 
 
@@ -119,7 +127,7 @@ def _installed(event: str) -> list[str]:
     """The hook command ``ithaca install claude`` writes for ``event``, as argv."""
     from ithaca.hosts.install_claude import hook_command
 
-    return shlex.split(hook_command(event))
+    return ["/bin/sh", "-c", hook_command(event)]
 
 
 def _prepare(root: Path, hook: Path) -> tuple[bytes, bytes, bytes]:

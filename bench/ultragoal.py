@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -133,7 +132,7 @@ def _hooks(service: UltragoalService, project_dir: Path, runs: int) -> None:
     }
     for name, payload in payloads.items():
         event = payload["hook_event_name"]
-        commands[name] = (shlex.split(hook_command(str(event))), json.dumps(payload).encode())
+        commands[name] = (["/bin/sh", "-c", hook_command(str(event))], json.dumps(payload).encode())
     conn = service.store.connection()
 
     def reset_claims() -> None:

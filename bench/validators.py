@@ -20,7 +20,6 @@ Two measurements of the ulysses reference (§7), in one throwaway project:
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -175,7 +174,7 @@ def _hook(project: Any, project_dir: Path, runs: int) -> None:
     ).encode()
     commands = {
         "baseline": ([sys.executable, "-c", "pass"], b""),
-        "PreToolUse": (shlex.split(hook_command("PreToolUse")), payload),
+        "PreToolUse": (["/bin/sh", "-c", hook_command("PreToolUse")], payload),
     }
     for command, stdin in commands.values():
         for _ in range(3):

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.refusals import gate_reason
 
 from ithaca import init_project, open_project
 from ithaca.hosts import codex, dispatch, main
 from ithaca.hosts.install_codex import hook_command
 from ithaca.kernel.classify import classify
 from ithaca.kernel.gates import Opinion
-from tests.refusals import gate_reason
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 HOOK = str(Path(sys.executable).parent / "ithaca-hook")

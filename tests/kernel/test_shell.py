@@ -320,6 +320,7 @@ READ_ONLY = [
     "cat README.md && head -n 5 x",
     "rg -n TODO src; ag foo",
     "jq . data.json",
+    "sleep 0.3",
     "echo hello > /dev/null 2>&1",
     "env",
     "time ls",

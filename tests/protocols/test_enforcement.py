@@ -11,12 +11,12 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.refusals import gate_reason
 
 from ithaca.app import open_project
 from ithaca.kernel.clock import parse
 from ithaca.kernel.errors import NotFound, Refused
 from ithaca.protocols import constraints as constraints_module
-from tests.refusals import gate_reason
 
 APPROVE = re.compile(
     r'Ask the user to run "ithaca protocols approve (apr_[0-9A-HJKMNP-TV-Z]{8})" in a terminal,'

@@ -129,6 +129,13 @@ def test_codex_stop_allows_with_an_empty_object(ug, project_dir):
     assert codex_stop(project_dir, last_assistant_message="Which DB? <awaiting-user/>") == {}
 
 
+def test_codex_yield_tag_copied_as_codex_escaped_it_still_yields(ug, project_dir):
+    ug.pursue()
+    escaped = "Which DB? &lt;awaiting-user/&gt;"
+    assert codex_stop(project_dir, last_assistant_message=escaped) == {}
+    assert "[ULTRAGOAL 1/10" in codex_stop(project_dir, last_assistant_message="Done?")["reason"]
+
+
 def test_progress_resets_the_iteration_count(ug, project_dir):
     ug.pursue()
     stop(project_dir)

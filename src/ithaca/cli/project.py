@@ -111,8 +111,7 @@ def _unhooked_calls(conn: Any) -> list[dict[str, str]]:
     from ithaca.mcp.caller import UNHOOKED_EVENT
 
     latest = conn.execute(
-        "SELECT json_extract(payload, '$.host'), max(at) FROM journal WHERE kind = ?"
-        " GROUP BY 1",
+        "SELECT json_extract(payload, '$.host'), max(at) FROM journal WHERE kind = ? GROUP BY 1",
         (UNHOOKED_EVENT,),
     ).fetchall()
     found = []

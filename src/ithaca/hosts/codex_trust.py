@@ -64,9 +64,7 @@ def hook_hash(event: str, group: dict[str, Any], handler: dict[str, Any]) -> str
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def trust_entries(
-    hooks_path: Path, settings: dict[str, Any], commands: set[str]
-) -> dict[str, str]:
+def trust_entries(hooks_path: Path, settings: dict[str, Any], commands: set[str]) -> dict[str, str]:
     """``{key: trusted_hash}`` for each hook in ``settings`` that runs one of ``commands``."""
     found: dict[str, str] = {}
     hooks = settings.get("hooks") if isinstance(settings, dict) else None

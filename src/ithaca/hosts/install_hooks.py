@@ -39,11 +39,12 @@ def hook_command(event: str, host: str) -> str:
     of the prompt or tool call, with the reason and the fix on stderr. Any other failure
     of a hook would let the call through.
     """
+    # Claude Code quotes the whole command beside every Stop block, so the fallback text
+    # must read as what it is, a branch for a machine without Ithaca, not as a refusal.
     missing = (
-        f"Refused by Ithaca policy [ITHACA_NOT_INSTALLED], on purpose: this repository is"
-        f" governed by Ithaca, but {HOOK_PROGRAM} is not on PATH on this machine. Install"
-        f" Ithaca (uv tool install ithaca, or pipx install ithaca), then run: ithaca install"
-        f" {host}"
+        f"ITHACA_NOT_INSTALLED: {HOOK_PROGRAM} is not on PATH on this machine, so Ithaca"
+        f" cannot check this call. Install Ithaca (uv tool install ithaca, or pipx install"
+        f" ithaca), then run: ithaca install {host}"
     )
     return (
         f"command -v {HOOK_PROGRAM} >/dev/null 2>&1 || {{ echo {shlex.quote(missing)} >&2;"

@@ -104,9 +104,7 @@ def claim(
     for ticket, host, session_id, agent_id, created_at in rows:
         if clock.epoch_s(now) - clock.epoch_s(created_at) > TICKET_TTL_S:
             continue
-        conn.execute(
-            "UPDATE mcp_call_tickets SET claimed_at = ? WHERE ticket = ?", (now, ticket)
-        )
+        conn.execute("UPDATE mcp_call_tickets SET claimed_at = ? WHERE ticket = ?", (now, ticket))
         return str(host), str(session_id), agent_id
     return None
 

@@ -932,7 +932,7 @@ _ALWAYS_READ_ONLY = frozenset({
     "true", "false", "test", "[", "which", "type", "id", "whoami", "date", "uname", "env",
     "printenv", "basename", "dirname", "realpath", "readlink", "nl", "cut", "tr", "paste",
     "column", "diff", "cmp", "comm", "sha256sum", "md5sum", "od", "hexdump", "less", "more", "jq",
-    "cd", "grep", "egrep", "fgrep", "rg", "ag"
+    "cd", "grep", "egrep", "fgrep", "rg", "ag", "sleep"
 })  # fmt: skip
 _IDLE_WRAPPERS = frozenset(_WRAPPERS) - _OPAQUE_PROGRAMS
 _FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls"})

@@ -14,7 +14,7 @@ from typing import Any
 
 SESSION_PROPERTY = {
     "type": "string",
-    "description": "The host session id. Ithaca fills it in from the hook that saw this call; leave it out.",
+    "description": "The host session id; Ithaca fills it in, so leave it out.",
 }
 ANY_JSON = {"description": "Any JSON value."}
 _TEXT = {"type": "string"}

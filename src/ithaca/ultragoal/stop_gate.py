@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 NAME = "ultragoal"
 YIELD_TAG = "<awaiting-user/>"
+# Codex hands the continuation to the model HTML-escaped, so a model may copy the tag so.
+YIELD_TAGS = (YIELD_TAG, "&lt;awaiting-user/&gt;")
 ERROR_FOLDER = os.path.join("ultragoal", "stop-errors")
 BACKGROUND_RUNNING = frozenset({"running", "pending"})
 CODEX_WAIT_LIMIT = 20  # Codex Stops granted to background work before it counts
@@ -136,7 +138,7 @@ def judge(
     if not running:
         row["background_waits"] = 0
     message = payload.get("last_assistant_message")
-    if isinstance(message, str) and YIELD_TAG in message:
+    if isinstance(message, str) and any(tag in message for tag in YIELD_TAGS):
         row["stop_blocks_consecutive"] = 0
         return allow("yield", {"decision": "allow", "cause": "awaiting_user"})
 

@@ -56,7 +56,7 @@ ULTRAGOAL_SCHEMA: dict[str, Any] = {
         "operation": {"type": "string", "enum": list(AGENT_OPERATIONS)},
         "session": {
             "type": "string",
-            "description": "The host session id. Ithaca fills it in from the hook that saw this call; leave it out.",
+            "description": "The host session id; Ithaca fills it in, so leave it out.",
         },
         "phase": {"type": "string", "enum": ["planning", "pursuing"], "description": "(set)"},
         "outcome": {**_TEXT, "description": "What done looks like (set, planning)."},
