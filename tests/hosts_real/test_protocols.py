@@ -72,3 +72,36 @@ def test_the_install_records_codexs_trust_and_the_doctor_checks_it(codex: CodexH
     hooks.write_text(json.dumps(edited))
     doctor = codex.ithaca_cli("install", "--doctor", "codex", check=False)
     assert doctor.returncode != 0 and "HOOKS_UNTRUSTED" in doctor.stdout + doctor.stderr
+
+
+def test_without_hook_trust_codex_runs_no_hook_and_ithaca_says_so(codex: CodexHost):
+    """Untrusted hooks never run, silently: the model gets no admission and its shell write
+    goes through. Ithaca's MCP server still hears the model's calls, refuses each one with
+    HOOKS_NOT_RUNNING, and ``ithaca status`` and the doctor name the fix."""
+    user_config = codex.home / "config.toml"
+    kept = [
+        block
+        for block in user_config.read_text().split("\n\n")
+        if not block.lstrip().startswith("[hooks.state.")
+    ]
+    user_config.write_text("\n\n".join(kept))
+    run = codex.run(
+        "Write hello into notes.txt",
+        Script(
+            main=[
+                *codex.load_tools(),
+                codex.tool("protocols", {"operation": "list"}),
+                codex.shell("echo hello > notes.txt"),
+            ]
+        ),
+    )
+    assert run.exit_code == 0, run.stderr
+    assert "Ithaca admitted this prompt" not in run.first_request().shown
+    refused = run.call("ithaca:protocols").answer()
+    assert refused["code"] == "HOOKS_NOT_RUNNING", refused
+    assert "ithaca install --doctor codex" in refused["message"]
+    assert (codex.repo / "notes.txt").read_text() == "hello\n"
+    status = codex.ithaca_cli("status").stdout
+    assert "NOT RUNNING for codex" in status
+    doctor = codex.ithaca_cli("install", "--doctor", "codex", check=False)
+    assert doctor.returncode != 0 and "HOOKS_UNTRUSTED" in doctor.stdout + doctor.stderr
