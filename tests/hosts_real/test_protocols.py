@@ -5,8 +5,13 @@ records them."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import tomllib
+from pathlib import Path
 
+import pytest
 from tests.hosts_real.codex_host import CodexHost
 from tests.hosts_real.host import Host
 from tests.hosts_real.scripted import Script
@@ -105,3 +110,22 @@ def test_without_hook_trust_codex_runs_no_hook_and_ithaca_says_so(codex: CodexHo
     assert "NOT RUNNING for codex" in status
     doctor = codex.ithaca_cli("install", "--doctor", "codex", check=False)
     assert doctor.returncode != 0 and "HOOKS_UNTRUSTED" in doctor.stdout + doctor.stderr
+
+
+def test_on_a_machine_without_ithaca_the_committed_wiring_blocks_with_the_fix(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+):
+    """A teammate's clone: the hooks are committed, Ithaca is not installed. Every hook
+    fails closed (exit 2), so the prompt is blocked before the model sees it. Claude Code
+    prints the hook's message, which names the install command; ``codex exec --json``
+    ends the turn without printing it."""
+    ithaca_bin = str(Path(sys.executable).parent)
+    path = [entry for entry in os.environ["PATH"].split(os.pathsep) if entry != ithaca_bin]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    assert shutil.which("ithaca-hook") is None
+    run = host.run("Write hello into notes.txt", Script(main=[host.shell("echo hi > notes.txt")]))
+    if host.name == "claude":
+        printed = json.dumps(run.events) + run.stderr
+        assert "ITHACA_NOT_INSTALLED" in printed and "ithaca install claude" in printed
+    assert not run.model.lane("main"), "the model was asked although the prompt was blocked"
+    assert not (host.repo / "notes.txt").exists()
