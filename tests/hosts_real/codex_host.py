@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,12 @@ class CodexHost(Host):
 
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
         self.binary = host_binary("codex")
-        self.home = root / "codex-home"
-        self.home.mkdir()
+        # Not under /tmp: Codex's sandbox mounts a fresh /tmp over it, which hides the
+        # helper Codex links into CODEX_HOME and makes every sandboxed command fail.
+        self.home = Path(tempfile.mkdtemp(prefix="ithaca-codex-home-", dir="/var/tmp"))
         (self.home / "config.toml").write_text(USER_CONFIG.format(url=model.url))
         super().__init__(root, model, ithaca)
+        self.outside.append(self.home)
 
     def env(self) -> dict[str, str]:
         return {

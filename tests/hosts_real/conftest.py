@@ -22,8 +22,11 @@ def _installed(name: str, root: Path) -> Iterator[Host]:
     kind, wire = HOSTS[name]
     with ScriptedModel(wire()) as model:
         host = kind(root, model, ITHACA)
-        host.install()
-        yield host
+        try:
+            host.install()
+            yield host
+        finally:
+            host.close()
 
 
 @pytest.fixture(params=sorted(HOSTS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from abc import ABC, abstractmethod
@@ -95,6 +96,7 @@ class Host(ABC):
         self.repo = root / "repo"
         self.model = model
         self.ithaca = ithaca
+        self.outside: list[Path] = []  # folders to remove on close
         self.repo.mkdir()
         subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True)
         subprocess.run(
@@ -114,6 +116,11 @@ class Host(ABC):
     def log(self) -> list[dict[str, Any]]:
         """``ithaca log --json``: the journal as the user reads it."""
         return json.loads(self.ithaca_cli("log", "--json").stdout)
+
+    def close(self) -> None:
+        """Remove what the host keeps outside the test's folder."""
+        for folder in self.outside:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def install(self) -> None:
         self.ithaca_cli("init")
