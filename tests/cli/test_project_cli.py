@@ -146,7 +146,9 @@ def test_install_and_uninstall_claude_leave_the_users_settings_as_they_were(proj
     installed = run("--project", str(project_dir), "install", "claude", "--json")
     assert installed.exit_code == 0, installed.output
     merged = json.loads(settings.read_text())
-    assert merged["permissions"] == own["permissions"]
+    assert merged["permissions"]["allow"] == own["permissions"]["allow"]
+    assert "Write(/.ithaca/**)" in merged["permissions"]["deny"]
+    assert merged["sandbox"]["enabled"] is True
     assert len(merged["hooks"]["Stop"]) == 2
     assert merged["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] == 5
     assert "ithaca" in json.loads((project_dir / ".mcp.json").read_text())["mcpServers"]

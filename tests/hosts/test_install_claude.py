@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ithaca
+from ithaca.hosts import install_sandbox
 from ithaca.hosts.install_claude import (
     CLAUDE_EVENTS,
     DEGRADED,
@@ -25,7 +26,7 @@ from ithaca.hosts.install_claude import (
 )
 from ithaca.kernel.canon import canonical, digest, digest_bytes
 from ithaca.kernel.clock import parse
-from ithaca.kernel.errors import Conflict, InvalidInput
+from ithaca.kernel.errors import Conflict, InvalidInput, Refused
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 EVENTS = [spec.event for spec in CLAUDE_EVENTS]
@@ -34,6 +35,8 @@ ULTRAGOAL_SKILL = ".claude/skills/ultragoal/SKILL.md"
 AGENT = ".claude/agents/code-reviewer.md"
 SHIPPED_LABELS = ["skill ulysses", "skill ultragoal", "agent code-reviewer"]
 CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
+SANDBOX = "sandbox profile sandboxed"
+GIT = shutil.which("git") or "git"  # found before the hermetic PATH hides it
 
 
 def manifest_server(root: Path) -> str | None:
@@ -157,10 +160,11 @@ def test_install_keeps_the_users_hooks_and_settings_in_their_order(tmp_path: Pat
     install(root)
 
     merged = settings_of(root)
-    assert list(merged) == list(original)
-    assert {key: merged[key] for key in ("permissions", "model")} == {
-        key: original[key] for key in ("permissions", "model")
-    }
+    assert list(merged) == [*original, "sandbox"]
+    assert merged["model"] == original["model"]
+    assert merged["permissions"]["allow"] == original["permissions"]["allow"]
+    deny = original["permissions"]["deny"]
+    assert merged["permissions"]["deny"] == [*deny, *install_sandbox.DENY_RULES]
     assert merged["env"] == {**original["env"], CAP: "12"}
     new_events = [event for event in EVENTS if event not in original["hooks"]]
     assert list(merged["hooks"]) == list(original["hooks"]) + new_events
@@ -182,7 +186,8 @@ def test_reinstall_writes_nothing_and_adds_no_duplicates(tmp_path: Path) -> None
 
     assert report.added == [] and report.removed == [] and report.files == []
     assert sorted(report.unchanged) == sorted(
-        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", f"env {CAP}", *SHIPPED_LABELS]
+        [f"hook {e}" for e in EVENTS]
+        + ["mcp server ithaca", f"env {CAP}", SANDBOX, *SHIPPED_LABELS]
     )
     assert report.notes == []
     assert [path.read_bytes() for path in files] == before
@@ -249,7 +254,8 @@ def test_uninstall_gives_back_the_settings_the_user_had(
     ).read_bytes()
     assert load(root / ".mcp.json") == {}
     assert sorted(report.removed) == sorted(
-        [f"hook {e}" for e in EVENTS] + ["mcp server ithaca", f"env {CAP}", *SHIPPED_LABELS]
+        [f"hook {e}" for e in EVENTS]
+        + ["mcp server ithaca", f"env {CAP}", SANDBOX, *SHIPPED_LABELS]
     )
     assert not (root / ".ithaca" / ".runtime" / "installs" / "claude.json").exists()
     assert not (root / ".claude" / "skills").exists()
@@ -455,7 +461,11 @@ def test_manifest_records_every_added_entry_in_canonical_json(
         ("skill ultragoal", ULTRAGOAL_SKILL),
         ("agent code-reviewer", AGENT),
         (f"env {CAP}", ".claude/settings.json"),
+        (SANDBOX, ".claude/settings.json"),
     ]
+    sandbox = manifest.pop("sandbox")
+    assert sandbox["profile"] == "sandboxed" and sandbox["createdSandbox"] is True
+    assert sandbox["denyWrite"] == list(install_sandbox.DENY_WRITE)
     assert manifest == {
         "host": "claude",
         "serverName": "ithaca",
@@ -798,3 +808,75 @@ def test_a_reinstall_replaces_an_unedited_agent_from_an_older_ithaca(tmp_path: P
 
     assert "agent code-reviewer" in report.added
     assert (root / AGENT).read_text().startswith("---\nname: code-reviewer\ndescription: ")
+
+
+def test_the_sandboxed_profile_tightens_the_users_sandbox_and_uninstall_gives_it_back(
+    tmp_path: Path,
+) -> None:
+    root = project_with(tmp_path)
+    own = {"sandbox": {"enabled": False, "filesystem": {"denyWrite": ["./secrets"]}}}
+    (root / ".claude").mkdir()
+    (root / ".claude" / "settings.json").write_text(json.dumps(own, indent=2) + "\n")
+    before = (root / ".claude" / "settings.json").read_bytes()
+
+    install(root)
+
+    sandbox = settings_of(root)["sandbox"]
+    assert (sandbox["enabled"], sandbox["failIfUnavailable"]) == (True, True)
+    assert sandbox["allowUnsandboxedCommands"] is False
+    assert sandbox["filesystem"]["denyWrite"] == ["./secrets", *install_sandbox.DENY_WRITE]
+    uninstall(root)
+    assert (root / ".claude" / "settings.json").read_bytes() == before
+
+
+def test_the_unsandboxed_profile_leaves_the_sandbox_alone_and_says_what_that_means(
+    tmp_path: Path,
+) -> None:
+    root = project_with(tmp_path)
+    report = install(root, profile="unsandboxed")
+    settings = settings_of(root)
+    assert "sandbox" not in settings and "deny" not in settings.get("permissions", {})
+    assert any("best-effort" in note for note in report.notes)
+    manifest = json.loads((root / ".ithaca/.runtime/installs/claude.json").read_text())
+    assert manifest["sandbox"] == {"profile": "unsandboxed"}
+
+
+def test_without_bubblewrap_the_sandboxed_profile_is_refused_and_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project_with(tmp_path)
+    monkeypatch.setattr(install_sandbox, "SYSTEM_PATH", str(tmp_path / "no-such-dir"))
+    with pytest.raises(Refused) as refusal:
+        install(root)
+    assert refusal.value.code == "SANDBOX_UNAVAILABLE"
+    assert "apt-get install bubblewrap socat" in refusal.value.message
+    assert "--profile unsandboxed" in refusal.value.message
+    assert not (root / ".claude").exists() and not (root / ".mcp.json").exists()
+
+
+def test_the_sandboxs_stand_ins_are_kept_out_of_git_and_uninstall_takes_that_back(
+    tmp_path: Path,
+) -> None:
+    root = project_with(tmp_path)
+    subprocess.run([GIT, "init", "-q", str(root)], check=True)
+    exclude = root / ".git" / "info" / "exclude"
+    before = exclude.read_bytes()
+    for name in (".bashrc", ".vscode"):  # bubblewrap's empty stand-ins are files
+        (root / name).write_text("")
+    (root / ".idea").mkdir()
+    (root / ".idea" / "workspace.xml").write_text("<project/>")
+
+    install(root)
+
+    untracked = subprocess.run(
+        [GIT, "status", "--porcelain", "--", ".bashrc", ".vscode", ".idea"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert untracked == ["??", ".idea/"]  # a real folder is still seen
+    install(root)
+    assert exclude.read_text().count("# ithaca: end") == 1
+    uninstall(root)
+    assert exclude.read_bytes() == before

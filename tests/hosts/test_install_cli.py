@@ -102,4 +102,4 @@ def test_the_doctor_after_a_cli_install_is_clean(project_dir: Path) -> None:
     done = run(project_dir, "install", "--doctor", "claude")
 
     assert done.exit_code == 0, done.output
-    assert "claude: 14 entries as installed" in done.output
+    assert "claude: 15 entries as installed" in done.output

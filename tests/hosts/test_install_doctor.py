@@ -40,7 +40,8 @@ def test_a_fresh_install_passes_and_the_cli_exits_zero(tmp_path: Path) -> None:
     done = doctor(tmp_path, "claude", "--json")
 
     assert result["installed"] and result["findings"] == []
-    assert result["checked"] == len(install_claude.CLAUDE_EVENTS) + 5  # server, 3 files, cap
+    # the server, 3 files, the Stop cap and the sandbox profile
+    assert result["checked"] == len(install_claude.CLAUDE_EVENTS) + 6
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["ok"] is True
 

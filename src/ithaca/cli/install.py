@@ -43,8 +43,14 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def _render_doctor(result: dict[str, Any]) -> None:
+    from ithaca.hosts.install_sandbox import UNSANDBOXED_NOTE
+
     out = console()
     for host in result["hosts"]:
+        if host.get("profile") == "unsandboxed":
+            out.print(f"{host['host']}: {UNSANDBOXED_NOTE}", markup=False)
+        elif host.get("profile"):
+            out.print(f"{host['host']}: profile {host['profile']}", markup=False)
         if not host["findings"]:
             out.print(f"{host['host']}: {host['checked']} entries as installed", markup=False)
             continue
@@ -75,6 +81,13 @@ def _render_doctor(result: dict[str, Any]) -> None:
     help="Claude Code only: consecutive Stop-hook blocks it allows (0: no cap). By default "
     "ultragoal.max_iterations_default + 2, unless the project already has 0 or more.",
 )
+@click.option(
+    "--profile",
+    type=click.Choice(["sandboxed", "unsandboxed"]),
+    help="sandboxed (Claude Code's default): the agent's shell runs in Claude Code's OS "
+    "sandbox, with Ithaca's state and wiring read-only. unsandboxed: only the hooks' text "
+    "guard (Codex's only profile for now).",
+)
 @json_option
 @click.pass_context
 def install(
@@ -83,6 +96,7 @@ def install(
     doctor: bool,
     remove: bool,
     stop_hook_block_cap: int | None,
+    profile: str | None,
     as_json: bool,
 ) -> None:
     """Register Ithaca's hooks, MCP server, skills and reviewer agent with a host (claude or
@@ -95,6 +109,8 @@ def install(
             "--stop-hook-block-cap sets Claude Code's Stop-hook cap; it goes only with "
             "`ithaca install claude`"
         )
+    if profile is not None and (doctor or remove):
+        raise click.UsageError("--profile goes only with an install")
     if doctor:
         _doctor(ctx, host, as_json)
         return
@@ -117,9 +133,12 @@ def install(
                 server_name=server_name,
                 max_iterations_default=configured["ultragoal"]["max_iterations_default"],
                 stop_hook_block_cap=stop_hook_block_cap,
+                profile=profile or "sandboxed",
             )
         else:
-            done = _installer(host).install(root, server_name=server_name)
+            done = _installer(host).install(
+                root, server_name=server_name, profile=profile or "unsandboxed"
+            )
     _compile_hook_modules()
     show(done.to_dict(), as_json, _render)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ithaca.cli.context import opened
 from ithaca.cli.output import console, emit_json, errors_to_exit, json_option, show
-from ithaca.kernel.errors import NotFound
+from ithaca.kernel.errors import IthacaError, NotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         ],
         "ulysses": _ulysses_summary(project.ulysses.status({})),
         "hooksNotRunning": _unhooked_calls(conn),
+        "installProfiles": _install_profiles(project.project.state_root),
     }
 
     def render(value: dict[str, Any]) -> None:
@@ -87,6 +89,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
             out.print(
                 f"  session    {session['hostSessionId']}: {session['currentEventId']} ({state})"
             )
+        from ithaca.hosts.install_sandbox import UNSANDBOXED_NOTE
+
+        for host, profile in value["installProfiles"].items():
+            line = f"profile {profile}" if profile == "sandboxed" else UNSANDBOXED_NOTE
+            out.print(f"  {host:10} {line}", markup=False)
         for unhooked in value["hooksNotRunning"]:
             out.print(
                 f"  [bold red]hooks      NOT RUNNING for {unhooked['host']}[/bold red]: an MCP"
@@ -103,6 +110,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
             )
 
     show(info, as_json, render)
+
+
+def _install_profiles(state_root: Any) -> dict[str, str]:
+    """Per installed host, the install profile in force (docs/hooks.md, threat model)."""
+    from ithaca.hosts.install_files import read_json_object
+    from ithaca.hosts.install_manifest import manifest_relpath
+    from ithaca.hosts.install_sandbox import in_force
+
+    found = {}
+    for host in ("claude", "codex"):
+        try:
+            profile = in_force(read_json_object(Path(state_root), manifest_relpath(host)))
+        except IthacaError:
+            profile = None
+        if profile:
+            found[host] = profile
+    return found
 
 
 def _unhooked_calls(conn: Any) -> list[dict[str, str]]:

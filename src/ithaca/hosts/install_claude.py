@@ -34,7 +34,7 @@ import copy
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ithaca.hosts import install_server, install_transaction
+from ithaca.hosts import install_sandbox, install_server, install_transaction
 from ithaca.hosts.install_files import (
     file_bytes,
     object_at,
@@ -149,12 +149,16 @@ def install(
     server_name: str = "ithaca",
     max_iterations_default: int = 10,
     stop_hook_block_cap: int | None = None,
+    profile: str = install_sandbox.DEFAULT_PROFILE,
 ) -> InstallReport:
-    """Merge Ithaca's hooks, MCP server, skills, reviewer agent and Stop-block cap into the
-    project and record them. The cap is ``max_iterations_default + 2`` unless
-    ``stop_hook_block_cap`` (0: no cap) overrides it, which also replaces a value the
-    project already had."""
+    """Merge Ithaca's hooks, MCP server, skills, reviewer agent, Stop-block cap and sandbox
+    profile into the project and record them. The cap is ``max_iterations_default + 2``
+    unless ``stop_hook_block_cap`` (0: no cap) overrides it, which also replaces a value
+    the project already had."""
     install_server.check_server_name(server_name)
+    install_sandbox.check_profile(profile)
+    if profile == "sandboxed":
+        install_sandbox.require_sandbox()
     if stop_hook_block_cap is not None and stop_hook_block_cap < 0:
         raise invalid_field(
             "/stopHookBlockCap",
@@ -179,6 +183,8 @@ def install(
         wanted, override = str(stop_hook_block_cap), True
     previous_cap = previous.get("stopHookBlockCap") if previous else None
     stop_cap = _place_stop_cap(settings, wanted, override, previous_cap, settings_path, report)
+    previous_sandbox = previous.get("sandbox") if previous else None
+    sandbox = install_sandbox.place(settings, profile, previous_sandbox, settings_path, report)
     bundled = _plan_bundled(root, previous, report)
     manifest = {
         "host": HOST,
@@ -196,10 +202,11 @@ def install(
             for kind in KIND_LABELS
         },
         "stopHookBlockCap": stop_cap,
+        "sandbox": sandbox,
         "originals": originals(previous, {SETTINGS_RELPATH: settings_text, MCP_RELPATH: mcp_text}),
         "degraded": list(DEGRADED),
         "provenance": provenance(
-            _entries(settings, mcp, server_name, installed, bundled, stop_cap["set"])
+            _entries(settings, mcp, server_name, installed, bundled, stop_cap["set"], profile)
         ),
         "installedAt": clock.now(),
     }
@@ -211,6 +218,7 @@ def install(
         for item, data in bundled:
             if file_bytes(root / item.relpath) != data:
                 staged.write(root, item.relpath, data)
+        _stage_exclusions(staged, root, profile == "sandboxed")
         commit_install(staged, HOST, root, previous, manifest, report)
     _note_local_cap(root, stop_cap["value"], report)
     return report
@@ -232,6 +240,15 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
     if settings is not None and stop_cap is not None and stop_cap["set"]:
         cap_restored = _restore_stop_cap(settings, stop_cap, root / settings_relpath, report)
         settings_changed = cap_restored or settings_changed
+    sandbox = manifest.get("sandbox")
+    relpath = root / settings_relpath
+    if (
+        settings is not None
+        and isinstance(sandbox, dict)
+        and install_sandbox.take_back(settings, sandbox, relpath)
+    ):
+        report.removed.append(f"{install_sandbox.LABEL} {sandbox['profile']}")
+        settings_changed = True
     mcp_changed = mcp is not None and _remove_listed_server(
         mcp, manifest["serverName"], manifest["mcpEntry"], root / mcp_relpath, report
     )
@@ -241,6 +258,21 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
         staged.write(root, mcp_relpath, restored_text(mcp, manifest, mcp_relpath))
     for kind in KIND_LABELS:
         _remove_listed_files(staged, root, kind, manifest.get(kind, []), report)
+    _stage_exclusions(staged, root, False)
+
+
+def _stage_exclusions(staged: Staged, root: Path, wanted: bool) -> None:
+    """Add (or take out) the sandbox stand-ins in ``.git/info/exclude``, where the project
+    is the top of a Git repository with a ``.git`` folder."""
+    if not (root / ".git").is_dir():
+        return
+    data = file_bytes(root / install_sandbox.EXCLUDE_RELPATH)
+    text = data.decode("utf-8", "replace") if data is not None else None
+    changed = (
+        install_sandbox.excluded(text) if wanted else install_sandbox.without_exclusions(text or "")
+    )
+    if changed != (text or ""):
+        staged.write(root, install_sandbox.EXCLUDE_RELPATH, changed)
 
 
 def _entries(
@@ -250,6 +282,7 @@ def _entries(
     installed: list[dict[str, Any]],
     bundled: list[tuple[Bundled, bytes]],
     cap_set: bool,
+    profile: str,
 ) -> list[dict[str, Any]]:
     """The provenance entries of what this install placed, read from the documents."""
     entries = [hook_entry(SETTINGS_RELPATH, settings, i["event"], i["command"]) for i in installed]
@@ -259,6 +292,9 @@ def _entries(
     if cap_set:
         cap_key = ["env", hostcap.VARIABLE]
         entries.append(value_entry("json", CAP_LABEL, SETTINGS_RELPATH, cap_key, settings))
+    if profile == "sandboxed":
+        label = f"{install_sandbox.LABEL} {profile}"
+        entries.append(value_entry("json", label, SETTINGS_RELPATH, ["sandbox"], settings))
     return entries
 
 

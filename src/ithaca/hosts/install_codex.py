@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ithaca.hosts import install_server, install_transaction
+from ithaca.hosts import install_sandbox, install_server, install_transaction
 from ithaca.hosts.codex_trust import codex_home, missing_trust, trust_entries
 from ithaca.hosts.install_files import (
     invalid_settings,
@@ -55,7 +55,7 @@ from ithaca.hosts.install_report import InstallReport
 from ithaca.hosts.install_staged import Staged, staging
 from ithaca.hosts.install_transaction import commit_install, roots
 from ithaca.kernel import clock
-from ithaca.kernel.errors import Conflict
+from ithaca.kernel.errors import Conflict, Refused
 
 HOST = "codex"
 CONFIG_RELPATH = ".codex/config.toml"
@@ -98,9 +98,19 @@ def hook_command(event: str) -> str:
     return host_hook_command(event, HOST)
 
 
-def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport:
+def install(
+    project_root: Path, *, server_name: str = "ithaca", profile: str = "unsandboxed"
+) -> InstallReport:
     """Add Ithaca's MCP server and hooks to the project's ``.codex/`` and record them."""
     install_server.check_server_name(server_name)
+    install_sandbox.check_profile(profile)
+    if profile == "sandboxed":
+        raise Refused(
+            "SANDBOX_UNAVAILABLE",
+            "Codex's workspace-write sandbox leaves every folder of the workspace writable,"
+            " .ithaca/ included, so Ithaca has no sandboxed profile for Codex yet; install"
+            " with --profile unsandboxed (the text guard only)",
+        )
     root, state = roots(project_root)
     previous = _read_manifest(state)
     report = InstallReport()
@@ -112,6 +122,7 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
     if hooks_off:
         report.notes.append(hooks_off)
     report.degraded = [*DEGRADED, hooks_off] if hooks_off else list(DEGRADED)
+    report.notes.append(install_sandbox.UNSANDBOXED_NOTE)
     settings, hooks_text = read_json_document(root, HOOKS_RELPATH)
     hooks_created = hooks_text is None
     settings_before = copy.deepcopy(settings)
@@ -153,6 +164,7 @@ def install(project_root: Path, *, server_name: str = "ithaca") -> InstallReport
         "userConfig": str(user_path),
         "userConfigAdditions": user.additions,
         "trust": expected,
+        "sandbox": {"profile": profile},
         "createdFiles": created,
         "originals": originals(previous, {HOOKS_RELPATH: hooks_text}),
         "degraded": list(report.degraded),

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ithaca.hosts import install_sandbox
 from ithaca.hosts.install_files import file_bytes, read_json_object
 from ithaca.hosts.install_hooks import listed_hooks_ok
 from ithaca.hosts.install_manifest import (
@@ -58,10 +59,25 @@ def check(project_root: Path, host: str) -> dict[str, Any]:
     findings = drift(record, lambda path: file_bytes(root / path)) + unresolved(manifest)
     if host == "codex":
         findings += _codex_trust(root, manifest)
+    profile = install_sandbox.in_force(manifest)
+    if profile == "sandboxed":
+        findings += _sandbox_runs(relpath)
     if not findings:
         with tempfile.TemporaryDirectory(prefix="ithaca-doctor-") as folder:
             findings = hook_answers(host, manifest, Path(folder))
-    return _result(host, True, len(record["entries"]), findings)
+    result = _result(host, True, len(record["entries"]), findings)
+    result["profile"] = profile
+    return result
+
+
+def _sandbox_runs(relpath: str) -> list[dict[str, str]]:
+    """``SANDBOX_UNAVAILABLE`` when the sandboxed profile's sandbox cannot start here
+    (Claude Code then refuses every shell command: it fails closed)."""
+    try:
+        install_sandbox.require_sandbox()
+    except IthacaError as exc:
+        return [finding(exc.code, "sandbox profile", relpath, exc.message)]
+    return []
 
 
 def _codex_trust(root: Path, manifest: dict[str, Any]) -> list[dict[str, str]]:
