@@ -157,7 +157,7 @@ def test_typescript_runs_the_seed_example_verbatim(settings):
     healthy = run(
         "typescript", SEED_TYPESCRIPT, {"errorCount": 0, "status": "ok"}, settings, timeout_s=20
     )
-    assert summary(healthy) == (True, "system healthy", None)
+    assert summary(healthy) == (True, "system healthy", None), healthy
     down = {"errorCount": 4, "status": "down"}
     failed = run("typescript", SEED_TYPESCRIPT, down, settings, timeout_s=20)
     assert summary(failed) == (False, "status=down, errors=4", None)
