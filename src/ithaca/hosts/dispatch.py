@@ -23,9 +23,9 @@ from ithaca.kernel import clock, config, ids, lightjson, markers
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import connect, sqlite, write_transaction
 from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.gates import FAILED_CLOSED, GateContext, Opinion, combine
+from ithaca.kernel.gates import DISPLACED, FAILED_CLOSED, GateContext, Opinion, combine
 from ithaca.kernel.migrations import LATEST_VERSION
-from ithaca.kernel.project import Project, find_project
+from ithaca.kernel.project import Project, find_project, pinned_project
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
+# The project folder Claude Code gives its hooks: the install's root, whatever the cwd.
+PROJECT_DIR_VARIABLE = "CLAUDE_PROJECT_DIR"
 
 
 def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
@@ -47,7 +49,7 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
         return _unreadable_input(event, str(exc))
     given_cwd = payload.get("cwd")
     cwd = given_cwd if isinstance(given_cwd, str) else os.getcwd()
-    project = find_project(cwd)
+    project, displaced = pinned_project(cwd, os.environ.get(PROJECT_DIR_VARIABLE))
     if project is None:
         return adapter.render(event, Opinion())  # an abstention in the host's words
     conn: sqlite3.Connection | None = None
@@ -69,6 +71,8 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
             schema_current=schema_current,
             now=clock.now(),
         )
+        if displaced is not None:
+            ctx.scratch[DISPLACED] = displaced
         if event == "UserPromptSubmit":
             _parse_prompt(ctx)
         final = _decide(ctx, call, config_error)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 SEVERITY = ("block", "deny", "ask", "allow", "abstain")
 # The gate name of an opinion given because Ithaca itself could not decide (fail closed).
 FAILED_CLOSED = "failed-closed"
+# ``GateContext.scratch`` key: the state root a call's cwd points at instead of the
+# pinned project's (``kernel.project.pinned_project``).
+DISPLACED = "displaced_state_root"
 
 
 class Opinion:

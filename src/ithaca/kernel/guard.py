@@ -22,7 +22,7 @@ import os
 from ithaca.kernel import config
 from ithaca.kernel.authority import GROUP_VALUE_OPTIONS, command_kind, user_only_command
 from ithaca.kernel.call import DECLARATIONS, Call, SimpleCommand, command_text
-from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+from ithaca.kernel.gates import ABSTAIN, DISPLACED, GateContext, Opinion
 from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME
 
@@ -53,6 +53,16 @@ _HOST_PHRASES = (
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if call is None or ctx.project is None:
         return ABSTAIN
+    displaced = ctx.scratch.get(DISPLACED)
+    if displaced is not None and call.mutating:
+        return Opinion(
+            "deny",
+            "STATE_ROOT_DISPLACED",
+            f"Ithaca: this call runs where {displaced} would be the state folder, but this"
+            f" session belongs to the project at {ctx.project.root}, whose rules apply."
+            " Another .ithaca/ is not obeyed: work from the project, and leave state"
+            " folders to `ithaca init`.",
+        )
     if call.tool_class == "ithaca" and call.tool.startswith("mcp__") and ctx.session_id:
         return _ticket_call(call, ctx)
     for argv in call.ithaca_commands:

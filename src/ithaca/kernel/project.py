@@ -76,6 +76,43 @@ def find_project(start: str | os.PathLike[str]) -> Project | None:
     return None
 
 
+def pinned_project(cwd: str, anchor: str | None) -> tuple[Project | None, str | None]:
+    """The project a hook call belongs to, and the state root the call's ``cwd`` points at
+    instead, when it points at another one (else None).
+
+    The hook's wiring belongs to one project: the host's project directory (``anchor``,
+    Claude Code's ``CLAUDE_PROJECT_DIR``) when the host names it, else the one at the Git
+    top of ``cwd``. A ``.ithaca/`` nearer to ``cwd`` than that (created by the agent in a
+    sub-folder, or in a folder it moved to) is never obeyed: the call is judged by the
+    pinned project, and the displaced root is reported so that mutating calls are refused.
+    A session worktree's ``.ithaca`` link resolves to the pinned state root and is not
+    displaced.
+    """
+    here = find_project(cwd)
+    pinned = find_project(anchor) if anchor else None
+    if pinned is None and here is not None:
+        top = git_top(os.path.abspath(cwd))
+        outer = find_project(top) if top else None
+        found = _state_folder(cwd)
+        if outer is not None and found is not None and found != top:
+            pinned = outer  # a .ithaca/ below the Git top
+        else:
+            return here, None
+    if pinned is None:
+        return None, None
+    if here is None or here.state_root == pinned.state_root:
+        return Project(pinned.root, pinned.state_root, (here or pinned).work_root), None
+    return pinned, here.state_root
+
+
+def _state_folder(start: str) -> str | None:
+    """The folder holding the ``.ithaca`` entry nearest ``start``."""
+    for folder in _upwards(os.path.abspath(start)):
+        if os.path.isdir(os.path.join(folder, STATE_DIR_NAME)):
+            return folder
+    return None
+
+
 def planned_project(path: str | os.PathLike[str]) -> Project:
     """The project ``ithaca init`` would create for ``path`` (its Git top, else itself)."""
     here = os.path.abspath(path)
