@@ -2,7 +2,9 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import time
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
@@ -37,12 +39,22 @@ if (d.status === "ok" && d.errorCount === 0) {
 
 
 @pytest.fixture(autouse=True)
-def temp_root(tmp_path, monkeypatch):
-    """Run folders go under this test's own temp folder, so leftovers can be seen."""
-    root = tmp_path / "tmp"
-    root.mkdir()
+def temp_root(monkeypatch):
+    """Run folders go under this test's own temp folder, so leftovers can be seen (a short
+    one: a runtime's sockets inside a run folder must fit in 104 bytes)."""
+    root = Path(tempfile.mkdtemp(prefix="ith-", dir="/tmp"))
     monkeypatch.setattr("tempfile.tempdir", str(root))
-    return root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_temp_folder_too_deep_for_sockets_gives_way_to_tmp(monkeypatch, tmp_path):
+    deep = tmp_path / ("d" * 70)
+    deep.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(deep))
+    assert sandbox.run_root() == "/tmp"
+    monkeypatch.setattr("tempfile.tempdir", "/tmp/short")
+    assert sandbox.run_root() == "/tmp/short"
 
 
 def snapshot(language, source, *, mode="judge", timeout_s=2, manifests=(), entrypoint=None):

@@ -242,9 +242,14 @@ def _describe(entry: dict[str, Any]) -> str:
     is_flag=True,
     help="User only: quarantine the database and load a new one from the tracked files.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Verify the whole journal chain, not only what was appended since the last check.",
+)
 @json_option
 @click.pass_context
-def doctor(ctx: click.Context, repair: bool, rebuild: bool, as_json: bool) -> None:
+def doctor(ctx: click.Context, repair: bool, rebuild: bool, full: bool, as_json: bool) -> None:
     """Check the store's integrity, the journal chain and each part's state."""
     if ctx.invoked_subcommand is not None:
         return
@@ -259,7 +264,7 @@ def doctor(ctx: click.Context, repair: bool, rebuild: bool, as_json: bool) -> No
         found = _doctor_project(ctx)
         store = _raw_store(ctx, found)
         repaired = kernel_doctor.repair(found, store) if repair else {}
-        report = kernel_doctor.check(found, store)
+        report = kernel_doctor.check(found, store, full=full)
     report["repaired"] = repaired.get("repaired", [])
     if repair:
         report["backup"] = repaired["backup"]

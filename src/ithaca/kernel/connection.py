@@ -14,13 +14,14 @@ the hook path name the exception classes through ``sqlite`` here, never ``sqlite
 
 from __future__ import annotations
 
+import os
 import time
 
+from ithaca.kernel import anchor
 from ithaca.kernel.errors import Conflict, Corrupt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import os
     import sqlite3
     import sqlite3 as sqlite
     from collections.abc import Callable
@@ -107,6 +108,7 @@ def connect(
             conn.execute("PRAGMA journal_mode = WAL" if set_wal else "PRAGMA user_version")
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        anchor.track(conn, os.fspath(path))
     except sqlite.DatabaseError as exc:
         raise Corrupt(
             "STATE_UNREADABLE", f"cannot open {path}: {exc}", {"path": str(path)}
@@ -139,7 +141,12 @@ class write_transaction:  # noqa: N801 - used like the context manager function 
                     ) from exc
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
-        self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+        if kind is None:
+            self.conn.execute("COMMIT")
+            anchor.committed(self.conn)
+        else:
+            self.conn.execute("ROLLBACK")
+            anchor.rolled_back(self.conn)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -23,7 +23,7 @@ import sqlite3
 from importlib import import_module
 from typing import Any
 
-from ithaca.kernel import clock, journal
+from ithaca.kernel import anchor, clock, journal
 from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
 from ithaca.kernel.files import write_atomic
 from ithaca.kernel.migrations import LATEST_VERSION
@@ -50,10 +50,12 @@ REBUILDS: tuple[str, ...] = ("ithaca.delivery.doctor:rebuild",)
 DB_SIDE_FILES = ("", "-wal", "-shm")
 
 
-def check(project: Any, store: Store) -> dict[str, Any]:
+def check(project: Any, store: Store, *, full: bool = False) -> dict[str, Any]:
     """Every finding as ``{code, severity, message, subject?}``; ``ok`` when none is an
-    error; ``status`` healthy, degraded (warnings) or corrupt (errors); ``checks`` per id."""
+    error; ``status`` healthy, degraded (warnings) or corrupt (errors); ``checks`` per id.
+    The journal is verified from the last verified point, or whole with ``full``."""
     conn = store.connection()
+    anchored = anchor.read(project.runtime, anchor.ANCHOR)
     # Check id -> its findings; the journal and the parts are checked on a current schema.
     findings: dict[str, list[dict[str, Any]]] = {"integrity": [], "schema": []}
     try:
@@ -63,7 +65,18 @@ def check(project: Any, store: Store) -> dict[str, Any]:
     if integrity != ["ok"]:
         findings["integrity"].append(_finding("INTEGRITY_FAILED", "error", "; ".join(integrity)))
     version = store.version()
-    if version < LATEST_VERSION:
+    if version == 0 and anchored is not None:
+        findings["schema"].append(
+            _finding(
+                "STATE_EMPTIED",
+                "error",
+                f"the database is empty, but Ithaca committed journal events up to seq"
+                f" {anchored[0]}: it was emptied or replaced behind Ithaca's back; restore"
+                " the latest backup (`ithaca doctor restore`) or rebuild from the tracked"
+                " files (`ithaca doctor --rebuild`)",
+            )
+        )
+    elif version < LATEST_VERSION:
         findings["schema"].append(
             _finding(
                 "STATE_NEEDS_MIGRATION",
@@ -72,17 +85,7 @@ def check(project: Any, store: Store) -> dict[str, Any]:
             )
         )
     else:
-        findings["journal"] = [
-            _finding(
-                "JOURNAL_CHAIN_BROKEN",
-                "error",
-                f"journal row {problem.seq}: {problem.problem}; the journal is never rewritten:"
-                " restore a backup (`ithaca doctor restore`) or accept the break",
-                subject=str(problem.seq),
-                seq=problem.seq,
-            )
-            for problem in journal.verify(conn)
-        ]
+        findings["journal"] = _journal_findings(project, conn, anchored, full)
         for provider in PROVIDERS:
             findings[_part(provider)] = _call(provider, project, conn)
     events = conn.execute("SELECT count(*) FROM journal").fetchone()[0] if version else 0
@@ -100,6 +103,43 @@ def check(project: Any, store: Store) -> dict[str, Any]:
         "findings": flat,
         "checks": [entry for name, found in findings.items() for entry in _checks(name, found)],
     }
+
+
+def _journal_findings(
+    project: Any, conn: sqlite3.Connection, anchored: tuple[int, str] | None, full: bool
+) -> list[dict[str, Any]]:
+    """The chain, verified from the last verified point (whole when ``full`` or when that
+    point is no longer in the journal), and the tail against the anchor."""
+    verified = None if full else anchor.read(project.runtime, anchor.VERIFIED)
+    if verified is not None and journal.hash_at(conn, verified[0]) != verified[1]:
+        verified = None  # a restore or rebuild since: verify everything
+    found = [
+        _finding(
+            "JOURNAL_CHAIN_BROKEN",
+            "error",
+            f"journal row {problem.seq}: {problem.problem}; the journal is never rewritten:"
+            " restore a backup (`ithaca doctor restore`) or accept the break",
+            subject=str(problem.seq),
+            seq=problem.seq,
+        )
+        for problem in journal.verify(conn, after=verified)
+    ]
+    head = journal.head(conn)
+    if anchored is not None and journal.hash_at(conn, anchored[0]) != anchored[1]:
+        ends = f"ends at seq {head[0]}" if head else "is empty"
+        found.append(
+            _finding(
+                "JOURNAL_TAIL_MISSING",
+                "error",
+                f"the journal {ends}, but Ithaca committed up to seq {anchored[0]}: its tail"
+                " was deleted or the database replaced behind Ithaca's back; restore the"
+                " latest backup (`ithaca doctor restore`)",
+                subject=str(anchored[0]),
+            )
+        )
+    if not found and head is not None:
+        anchor.write(project.runtime, anchor.VERIFIED, head)
+    return found
 
 
 def repair(project: Project, store: Store) -> dict[str, Any]:
@@ -222,6 +262,8 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
     store.close()
     old_sha = _sha256(project.db_path) if os.path.exists(project.db_path) else None
     quarantine = _quarantine(project)
+    anchored = anchor.read(project.runtime, anchor.ANCHOR)
+    _remove_quietly(os.path.join(project.runtime, anchor.ANCHOR))  # a new journal starts
     parts = []
     try:
         fresh = Store(project.db_path, backups_dir=project.backups_dir)
@@ -235,6 +277,8 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
         for suffix in DB_SIDE_FILES:
             _remove_quietly(project.db_path + suffix)
         _unquarantine(project, quarantine)
+        if anchored is not None:
+            anchor.write(project.runtime, anchor.ANCHOR, anchored)
         raise
     return {"quarantine": quarantine, "quarantined_db_sha256": old_sha, "parts": parts}
 

@@ -8,7 +8,7 @@ journal explains every state and an edit made behind Ithaca's back breaks the ch
 
 from __future__ import annotations
 
-from ithaca.kernel import canon, clock, lightjson
+from ithaca.kernel import anchor, canon, clock, lightjson
 from ithaca.kernel.errors import InvalidInput
 
 TYPE_CHECKING = False
@@ -60,6 +60,7 @@ def append(
             event_hash,
         ),
     )
+    anchor.note(conn, seq, event_hash)
     return seq
 
 
@@ -77,13 +78,17 @@ class ChainProblem(namedtuple("ChainProblem", "seq problem")):
         return {"seq": self.seq, "problem": self.problem}
 
 
-def verify(conn: sqlite3.Connection) -> list[ChainProblem]:
-    """Recompute the whole chain; every row that does not fit is reported by ``seq``."""
+def verify(
+    conn: sqlite3.Connection, after: tuple[int, str] | None = None
+) -> list[ChainProblem]:
+    """Recompute the chain, from the start or from the verified row ``after`` (seq, hash);
+    every row that does not fit is reported by ``seq``."""
     problems: list[ChainProblem] = []
-    expected_prev = GENESIS
-    expected_seq = 1
+    expected_seq, expected_prev = (after[0] + 1, after[1]) if after else (1, GENESIS)
     rows = conn.execute(
-        "SELECT seq, at, actor, kind, subject, payload, prev_hash, hash FROM journal ORDER BY seq"
+        "SELECT seq, at, actor, kind, subject, payload, prev_hash, hash FROM journal"
+        " WHERE seq >= ? ORDER BY seq",
+        (expected_seq,),
     )
     for seq, at, actor, kind, subject, payload, prev_hash, stored_hash in rows:
         if seq != expected_seq:
@@ -165,3 +170,14 @@ def _payload(text: str) -> Any:
         return lightjson.loads(text)
     except ValueError:
         return {"unreadablePayload": text}
+
+
+def head(conn: sqlite3.Connection) -> tuple[int, str] | None:
+    """``(seq, hash)`` of the last row, or None for an empty journal."""
+    row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def hash_at(conn: sqlite3.Connection, seq: int) -> str | None:
+    row = conn.execute("SELECT hash FROM journal WHERE seq = ?", (seq,)).fetchone()
+    return str(row[0]) if row else None

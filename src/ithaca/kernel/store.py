@@ -17,9 +17,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ithaca.kernel import clock, journal
+from ithaca.kernel import anchor, clock, journal
 from ithaca.kernel.connection import connect, write_transaction
-from ithaca.kernel.errors import Refused
+from ithaca.kernel.errors import Corrupt, Refused
 from ithaca.kernel.migrations import LATEST_VERSION, MIGRATIONS
 
 # How long a CLI or MCP write keeps queueing for the lock. SQLite's busy handler sleeps
@@ -87,6 +87,16 @@ class Store:
             )
         if current == LATEST_VERSION:
             return []
+        anchored = anchor.read(os.path.dirname(os.path.abspath(self.path)), anchor.ANCHOR)
+        if current == 0 and anchored is not None:
+            # An empty file where Ithaca had committed events: emptied or replaced, not new.
+            raise Corrupt(
+                "STATE_EMPTIED",
+                f"{self.path} is empty, but Ithaca had committed journal events up to seq"
+                f" {anchored[0]}; restore the latest backup (`ithaca doctor restore`) or"
+                " rebuild from the tracked files (`ithaca doctor --rebuild`)",
+                {"anchoredSeq": anchored[0]},
+            )
         if current > 0:
             self.backup(f"pre-migration-v{current}")
         applied: list[str] = []

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,7 @@ def mismatch_result(snapshot_hash: str, cause: str) -> dict[str, Any]:
 def remove_stale_run_folders(max_age_s: float = 3600) -> int:
     """Remove this user's run folders older than ``max_age_s`` (left by a crashed server);
     returns how many were removed."""
-    root = tempfile.gettempdir()
+    root = sandbox.run_root()
     cutoff = time.time() - max_age_s
     removed = 0
     try:

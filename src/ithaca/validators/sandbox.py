@@ -91,9 +91,21 @@ class Outcome:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
 
+# Runtimes put Unix sockets in the run's temp folder (tsx: ``tsx-0/1.pipe``), whose paths
+# may not exceed 104-108 bytes: a deep TMPDIR gives way to /tmp.
+MAX_TEMP_ROOT = 60
+
+
+def run_root() -> str:
+    """Where run folders go: the temp folder, unless it is too deep for sockets."""
+    root = tempfile.gettempdir()
+    return "/tmp" if len(root) > MAX_TEMP_ROOT and os.path.isdir("/tmp") else root
+
+
 def make_run_folder() -> str:
-    """A fresh, private (0700) folder under an unguessable name."""
-    folder = tempfile.mkdtemp(prefix=RUN_PREFIX)
+    """A fresh, private (0700) folder under an unguessable name, in a temp root short
+    enough for the sockets a runtime makes inside it."""
+    folder = tempfile.mkdtemp(prefix=RUN_PREFIX, dir=run_root())
     os.chmod(folder, 0o700)
     return folder
 
