@@ -10,7 +10,8 @@ import json
 from tests.hosts_real.claude_host import ClaudeHost
 from tests.hosts_real.messages_api import tool_results, tool_uses
 from tests.hosts_real.scripted import Call, Script
-from tests.hosts_real.test_protocols import NO_PUSH
+
+from ithaca.demo.protocols_turn import NO_PUSH
 
 DELEGATE = {
     "description": "Write the note",

@@ -9,19 +9,9 @@ import json
 from tests.hosts_real.claude_host import DEFAULT_ALLOW, ClaudeHost
 from tests.hosts_real.host import ITHACA_TOOLS, Host
 from tests.hosts_real.scripted import Script
+from tests.mcp.test_record_tool import DECISION as RECORDED
 
-DECISION = {
-    "kind": "decision",
-    "action": "accept",
-    "idempotency_key": "dec-real-host",
-    "data": {
-        "scope": {"baseline": True},
-        "question": "Which database?",
-        "recommendation": "SQLite: one file, no server.",
-        "selection": {"choice": "sqlite", "rationale": "single-user tool"},
-        "owner": "team",
-    },
-}
+DECISION = {**RECORDED, "idempotency_key": "dec-real-host"}
 
 # One call per tool, each one a service answers; (tool, arguments).
 CALLS = (

@@ -16,17 +16,7 @@ from tests.hosts_real.codex_host import CodexHost
 from tests.hosts_real.host import Host
 from tests.hosts_real.scripted import Script
 
-NO_PUSH = {
-    "id": "team.no-push",
-    "name": "People push, agents do not",
-    "description": "Publishing commits is a person's decision.",
-    "priority": 500,
-    "selector": {"workflow": "coding"},
-    "rules": ["Never push; tell the user the branch is ready instead."],
-    "constraints": [
-        {"kind": "deny_command", "commands": ["git push"], "reason": "Pushing is the user's call."}
-    ],
-}
+from ithaca.demo.protocols_turn import NO_PUSH
 
 
 def test_a_turn_is_governed_from_admission_to_the_last_call(host: Host):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from tests.hosts_real.host import ITHACA_TOOLS
 
 from ithaca.app import IthacaProject
 from ithaca.cli.main import cli
@@ -43,21 +44,7 @@ def last_journal_event(project: IthacaProject) -> dict[str, Any]:
 def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client):
     tools = client.tools()
 
-    assert set(tools) == {
-        "load_protocols",
-        "protocols",
-        "notebook",
-        "ulysses",
-        "knowledge",
-        "context",
-        "record",
-        "checkpoint",
-        "archive",
-        "sync",
-        "session",
-        "doctor",
-        "ultragoal",
-    }
+    assert set(tools) == set(ITHACA_TOOLS)
     read_only = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
     assert read_only == {"protocols", "knowledge", "context"}
 
