@@ -6,6 +6,7 @@ waits (bounded, with ``select``) for the confirmation prompt, and types an answe
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -19,6 +20,7 @@ import pytest
 
 from ithaca import open_project
 from ithaca.app import IthacaProject
+from ithaca.hosts import dispatch
 from ithaca.kernel import clock, journal
 from ithaca.protocols import approvals
 
@@ -223,3 +225,24 @@ def test_approve_shows_the_action_and_its_protocols_then_grants_on_the_typed_id(
     assert project.protocols.get_approval(approval_id)["status"] == "granted"
     granted = journal.query(project.store.connection(), kind="protocols.approval_granted")
     assert [(entry["actor"], entry["subject"]) for entry in granted] == [("user", approval_id)]
+
+
+def test_a_terminal_the_agent_made_is_refused_though_its_environment_is_clean(
+    project_dir: Path, project: IthacaProject
+) -> None:
+    """The test's parent process plays the host: a SessionStart hook run from here records
+    it. A terminal opened below it, as ``script`` or ``pty.spawn`` would, is the agent's."""
+    dispatch.run(
+        "claude",
+        "SessionStart",
+        json.dumps({"session_id": "s-pty", "cwd": str(project_dir)}),
+    )
+    before = journal_length(project)
+
+    terminal = Terminal(project_dir, CREATE, child_environment())
+    code, output = terminal.finish()
+
+    assert code == 1
+    assert "error USER_ONLY" in output and "the terminal descends from process" in output
+    assert journal_length(project) == before
+    assert [p["id"] for p in project.protocols.list_protocols(scope="user")] == []

@@ -108,11 +108,25 @@ def require_user(
         raise _refuse(action, "agent_environment", f"a coding agent's environment ({present[0]})")
     if not (_isatty(stdin) and _isatty(stdout)):
         raise _refuse(action, "no_terminal", "no interactive terminal")
+    ancestor = _host_ancestor(stdin)
+    if ancestor is not None:
+        raise _refuse(action, "agent_terminal", f"the terminal descends from {ancestor}")
     stdout.write(f"To {action}, type {token} and press Enter: ")
     stdout.flush()
     typed = (read_line or stdin.readline)().strip()
     if typed != token:
         raise _refuse(action, "confirmation_mismatch", "the confirmation did not match")
+
+
+def _host_ancestor(stdin: TextIO) -> str | None:
+    """The coding host this process or its terminal descends from (``kernel.lineage``)."""
+    from ithaca.kernel import config, lineage
+
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, ValueError, OSError):
+        fd = 0
+    return lineage.host_ancestor(config.home(), fd)
 
 
 def _isatty(stream: TextIO) -> bool:
