@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ithaca.hosts import install_server
 from ithaca.hosts.install_codex import CODEX_EVENTS, DEGRADED, hook_command, install, uninstall
-from ithaca.kernel.errors import Conflict, InvalidInput
+from ithaca.kernel.errors import Conflict, InvalidInput, Refused
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 CONFIG = ".codex/config.toml"
@@ -225,3 +225,14 @@ def test_any_users_config_survives_a_round_trip(tmp_path_factory, tables, commen
     assert {key: value for key, value in installed.items() if value != {} or key in user} == user
     uninstall(root)
     assert (root / CONFIG).read_text() == original
+
+
+def test_codex_has_no_sandboxed_profile_and_says_why(tmp_path):
+    with pytest.raises(Refused) as refused:
+        install(tmp_path, profile="sandboxed")
+    assert refused.value.code == "SANDBOX_UNAVAILABLE"
+    assert "--profile unsandboxed" in refused.value.message
+    assert not (tmp_path / ".codex").exists()
+    report = install(tmp_path)
+    assert manifest(tmp_path)["sandbox"] == {"profile": "unsandboxed"}
+    assert any("best-effort" in note for note in report.notes)

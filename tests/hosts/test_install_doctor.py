@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from ithaca.cli.main import cli
-from ithaca.hosts import install_claude, install_codex
+from ithaca.hosts import install_claude, install_codex, install_sandbox
 from ithaca.hosts.install_doctor import check
 from ithaca.kernel.canon import canonical
 
@@ -196,3 +197,16 @@ def test_a_manifest_without_provenance_asks_for_a_reinstall_that_records_it(
     install_claude.install(tmp_path)
 
     assert findings(tmp_path, "claude") == []
+
+
+def test_a_sandbox_that_can_no_longer_start_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_claude.install(tmp_path)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # Ithaca's, no bubblewrap
+    monkeypatch.setattr(install_sandbox, "SYSTEM_PATH", str(tmp_path / "no-tools"))
+
+    result = check(tmp_path, "claude")
+
+    assert result["profile"] == "sandboxed"
+    assert [code for code, _ in findings(tmp_path, "claude")] == ["SANDBOX_UNAVAILABLE"]

@@ -12,12 +12,11 @@ them up. As root, Claude Code refuses ``--dangerously-skip-permissions``, so run
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.hosts_real.binaries import host_binary
-from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, label
+from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, json_lines, label
 from tests.hosts_real.messages_api import tool_results, tool_uses
 from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel, Step
 
@@ -107,17 +106,8 @@ class ClaudeHost(Host):
             str(debug_log),
             *extra,
         ]
-        done = subprocess.run(
-            command,
-            cwd=self.repo,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        assert not self.model.errors, self.model.errors
+        done = self.launch(command, timeout)
+        events = json_lines(done.stdout)
         run = ClaudeRun(done.returncode, events, done.stderr, self.model, _shown(self.model))
         run.debug_log = debug_log
         return run

@@ -11,14 +11,12 @@ model once they are up ("Added deferred tool namespaces"); they are then reached
 
 from __future__ import annotations
 
-import json
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tests.hosts_real.binaries import host_binary
-from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, label
+from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, json_lines, label
 from tests.hosts_real.responses_api import call_outputs
 from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel, Step, WaitUntilShown
 
@@ -79,16 +77,8 @@ class CodexHost(Host):
         """``codex exec PROMPT`` in the repository, its model playing ``script``."""
         self.model.play(script)
         command = [str(self.binary), "exec", "--json", "-C", str(self.repo), prompt]
-        done = subprocess.run(
-            command,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        assert not self.model.errors, self.model.errors
+        done = self.launch(command, timeout)
+        events = json_lines(done.stdout)
         return HostRun(done.returncode, events, done.stderr, self.model, _shown(self.model))
 
 

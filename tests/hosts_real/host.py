@@ -145,6 +145,20 @@ class Host(ABC):
     @abstractmethod
     def load_tools(self) -> list[Step]: ...
 
+    def launch(self, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """Run the host binary in the repository; the script must have played cleanly."""
+        done = subprocess.run(
+            command,
+            cwd=self.repo,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        assert not self.model.errors, self.model.errors
+        return done
+
     def load_protocols(self, request: Request) -> Reply:
         """``load_protocols`` with the event id the admission showed the model."""
         return self.tool("load_protocols", {"eventId": request.event_id()})
@@ -152,6 +166,11 @@ class Host(ABC):
     def protocols_loaded(self) -> list[Step]:
         """The steps that bring Ithaca's tools in and load this turn's protocols."""
         return [*self.load_tools(), self.load_protocols]
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON events a headless host printed, one per line."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 def label(name: str, namespace: str | None = None) -> str:

@@ -116,12 +116,13 @@ def _install_profiles(state_root: Any) -> dict[str, str]:
     """Per installed host, the install profile in force (docs/hooks.md, threat model)."""
     from ithaca.hosts.install_files import read_json_object
     from ithaca.hosts.install_manifest import manifest_relpath
-    from ithaca.hosts.install_sandbox import in_force
+    from ithaca.hosts.main import HOSTS
+    from ithaca.hosts.profile_gate import profile_in
 
     found = {}
-    for host in ("claude", "codex"):
+    for host in HOSTS:
         try:
-            profile = in_force(read_json_object(Path(state_root), manifest_relpath(host)))
+            profile = profile_in(read_json_object(Path(state_root), manifest_relpath(host)))
         except IthacaError:
             profile = None
         if profile:

@@ -28,6 +28,7 @@ from ithaca.hosts.install_manifest import (
 )
 from ithaca.hosts.install_preflight import hook_answers, unresolved
 from ithaca.hosts.install_transaction import roots
+from ithaca.hosts.profile_gate import profile_in
 from ithaca.kernel.errors import IthacaError
 
 UNTRUSTED = "HOOKS_UNTRUSTED"
@@ -59,7 +60,7 @@ def check(project_root: Path, host: str) -> dict[str, Any]:
     findings = drift(record, lambda path: file_bytes(root / path)) + unresolved(manifest)
     if host == "codex":
         findings += _codex_trust(root, manifest)
-    profile = install_sandbox.in_force(manifest)
+    profile = profile_in(manifest)
     if profile == "sandboxed":
         findings += _sandbox_runs(relpath)
     if not findings:

@@ -160,15 +160,6 @@ def take_back(settings: dict[str, Any], record: dict[str, Any], path: Path) -> b
     return changed
 
 
-def in_force(manifest: dict[str, Any] | None) -> str | None:
-    """The profile an install manifest records (None: no install, or one from before
-    profiles, which is unsandboxed)."""
-    if manifest is None:
-        return None
-    record = manifest.get("sandbox")
-    return record.get("profile") if isinstance(record, dict) else "unsandboxed"
-
-
 def _apply(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     created_sandbox = "sandbox" not in settings
     sandbox = object_at(settings, "sandbox", path, create=True)

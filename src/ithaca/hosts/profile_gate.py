@@ -16,6 +16,8 @@ from ithaca.kernel.gates import GateContext, Opinion
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ithaca.kernel.call import Call
 
 EVENTS = ("SessionStart",)
@@ -35,8 +37,15 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
             manifest = lightjson.loads(handle.read().decode("utf-8"))
     except (OSError, ValueError):
         return Opinion()
-    record = manifest.get("sandbox") if isinstance(manifest, dict) else None
-    profile = record.get("profile") if isinstance(record, dict) else "unsandboxed"
-    if profile == "unsandboxed":
+    if profile_in(manifest) == "unsandboxed":
         return Opinion("allow", context=UNSANDBOXED_CONTEXT)
     return Opinion()
+
+
+def profile_in(manifest: Any) -> str | None:
+    """The profile an install manifest records (None: no install; a manifest from before
+    profiles is unsandboxed)."""
+    if not isinstance(manifest, dict):
+        return None
+    record = manifest.get("sandbox")
+    return record.get("profile") if isinstance(record, dict) else "unsandboxed"

@@ -35,8 +35,8 @@ def append(
     """Append one event; the caller holds the write transaction. Returns its ``seq``."""
     if actor not in ACTORS:
         raise InvalidInput("INVALID_ACTOR", f"unknown actor {actor!r}", {"actor": actor})
-    row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
-    seq, prev_hash = (row[0] + 1, row[1]) if row else (1, GENESIS)
+    last = head(conn)
+    seq, prev_hash = (last[0] + 1, last[1]) if last else (1, GENESIS)
     event = {
         "seq": seq,
         "at": at or clock.now(),
@@ -78,9 +78,7 @@ class ChainProblem(namedtuple("ChainProblem", "seq problem")):
         return {"seq": self.seq, "problem": self.problem}
 
 
-def verify(
-    conn: sqlite3.Connection, after: tuple[int, str] | None = None
-) -> list[ChainProblem]:
+def verify(conn: sqlite3.Connection, after: tuple[int, str] | None = None) -> list[ChainProblem]:
     """Recompute the chain, from the start or from the verified row ``after`` (seq, hash);
     every row that does not fit is reported by ``seq``."""
     problems: list[ChainProblem] = []

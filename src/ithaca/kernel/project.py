@@ -68,12 +68,11 @@ def find_project(start: str | os.PathLike[str]) -> Project | None:
         if not os.path.isdir(state_root):
             return None
         return Project(os.path.dirname(state_root), state_root, work_root)
-    for folder in _upwards(here):
-        candidate = os.path.join(folder, STATE_DIR_NAME)
-        if os.path.isdir(candidate):
-            state_root = os.path.realpath(candidate)
-            return Project(os.path.dirname(state_root), state_root, work_root)
-    return None
+    folder = _state_folder(here)
+    if folder is None:
+        return None
+    state_root = os.path.realpath(os.path.join(folder, STATE_DIR_NAME))
+    return Project(os.path.dirname(state_root), state_root, work_root)
 
 
 def pinned_project(cwd: str, anchor: str | None) -> tuple[Project | None, str | None]:
@@ -91,12 +90,10 @@ def pinned_project(cwd: str, anchor: str | None) -> tuple[Project | None, str | 
     here = find_project(cwd)
     pinned = find_project(anchor) if anchor else None
     if pinned is None and here is not None:
-        top = git_top(os.path.abspath(cwd))
-        outer = find_project(top) if top else None
-        found = _state_folder(cwd)
-        if outer is not None and found is not None and found != top:
-            pinned = outer  # a .ithaca/ below the Git top
-        else:
+        if _state_folder(cwd) in (None, here.work_root):  # ITHACA_DIR, or at the Git top
+            return here, None
+        pinned = find_project(here.work_root)  # a .ithaca/ below the Git top
+        if pinned is None:
             return here, None
     if pinned is None:
         return None, None
