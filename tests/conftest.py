@@ -7,6 +7,7 @@ import pty
 import select
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,17 @@ from pathlib import Path
 import pytest
 
 from ithaca.kernel.authority import AGENT_ENVIRONMENT
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test's folders under ``/var/tmp``, not ``/tmp``: while Codex runs a sandboxed
+    command it stands read-only placeholders for ``.git`` and ``.codex`` in ``/tmp`` (a
+    writable root of its workspace sandbox), and a project under ``/tmp`` would meanwhile
+    sit in a Git repository at ``/tmp``. The real-host suite gives Codex a ``TMPDIR`` of
+    its own for the same reason."""
+    if os.environ.get("TMPDIR", "/tmp").startswith("/tmp"):
+        os.environ["TMPDIR"] = "/var/tmp"
+        tempfile.tempdir = None
 
 
 @pytest.fixture(autouse=True)

@@ -128,6 +128,13 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
         for path in ship(opened.delivery.units)
     )
     made.extend(_team_ledger(opened))
+    from ithaca.kernel import clock, lockdown
+
+    with opened.store.write() as conn:
+        if lockdown.baseline(conn) is None:  # what it protects, as the user set it up
+            lockdown.record_baseline(
+                conn, project, actor="user", reason="ithaca init", at=clock.now()
+            )
     return opened, made
 
 

@@ -188,7 +188,8 @@ def test_log_shows_a_hand_edited_payload_instead_of_crashing(project_dir, payloa
 
 def test_log_limit_keeps_the_newest_events(project_dir):
     entries = json.loads(run("--project", str(project_dir), "log", "--limit", "1", "--json").output)
-    assert [e["kind"] for e in entries] == ["delivery.ledger.published"]
+    every = json.loads(run("--project", str(project_dir), "log", "--json").output)
+    assert len(every) > 1 and entries == every[-1:]
 
 
 def test_a_fixtures_file_that_is_not_utf8_is_invalid_input(project_dir, tmp_path):

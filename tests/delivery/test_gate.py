@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca.delivery import gate, leases
@@ -29,6 +30,7 @@ HOST_SESSION = "sess-1"
 @pytest.fixture(autouse=True)
 def relaxed(project_dir: Path) -> None:
     (project_dir / ".ithaca" / "config.toml").write_text("[protocols]\nstrict = false\n")
+    accept(project_dir)
 
 
 def test_the_dispatcher_consults_the_delivery_gate_for_its_events() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca import init_project, open_project
@@ -64,6 +65,7 @@ def test_an_apply_patch_moving_a_file_into_the_state_folder_is_denied(project_di
 
 def test_an_apply_patch_outside_the_state_folder_is_allowed_with_silence(project_dir):
     (project_dir / ".ithaca" / "config.toml").write_text("[protocols]\nstrict = false\n")
+    accept(project_dir)
     body = payload("pre-tool-use-apply-patch", project_dir)
     patch = body["tool_input"]["command"]
     body["tool_input"]["command"] = patch.replace(".ithaca/knowledge/todo.md", "notes/done.md")

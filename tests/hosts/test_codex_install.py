@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ithaca.hosts import install_server
 from ithaca.hosts.install_codex import CODEX_EVENTS, DEGRADED, hook_command, install, uninstall
-from ithaca.kernel.errors import Conflict, InvalidInput, Refused
+from ithaca.kernel.errors import Conflict, InvalidInput
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 CONFIG = ".codex/config.toml"
@@ -221,18 +221,53 @@ def test_any_users_config_survives_a_round_trip(tmp_path_factory, tables, commen
     installed = config(root)
     assert installed["mcp_servers"].pop("ithaca")["args"][-1] == "mcp"
     installed.get("features", {}).pop("codex_hooks", None)
+    assert installed.pop("default_permissions") == "ithaca"
+    assert installed["permissions"].pop("ithaca")["extends"] == ":workspace"
     user = tomllib.loads(original)
     assert {key: value for key, value in installed.items() if value != {} or key in user} == user
     uninstall(root)
     assert (root / CONFIG).read_text() == original
 
 
-def test_codex_has_no_sandboxed_profile_and_says_why(tmp_path):
-    with pytest.raises(Refused) as refused:
-        install(tmp_path, profile="sandboxed")
-    assert refused.value.code == "SANDBOX_UNAVAILABLE"
-    assert "--profile unsandboxed" in refused.value.message
-    assert not (tmp_path / ".codex").exists()
+def test_the_sandboxed_profile_makes_ithacas_permission_profile_the_default(tmp_path):
     report = install(tmp_path)
+    config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
+    assert manifest(tmp_path)["sandbox"] == {"profile": "sandboxed"}
+    assert config["default_permissions"] == "ithaca"
+    profile = config["permissions"]["ithaca"]
+    assert profile["extends"] == ":workspace"
+    assert profile["filesystem"][":workspace_roots"] == {
+        ".git": "write", ".git/hooks": "read", ".git/config": "read",
+        ".ithaca": "read", ".claude": "read"}  # fmt: skip
+    assert profile["filesystem"]["~/.ithaca"] == "read"
+    assert not any("best-effort" in note for note in report.notes)
+
+
+def test_an_existing_mcp_json_is_read_only_too(tmp_path):
+    (tmp_path / ".mcp.json").write_text("{}")
+    install(tmp_path)
+    config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
+    assert config["permissions"]["ithaca"]["filesystem"][":workspace_roots"][".mcp.json"] == "read"
+
+
+def test_the_unsandboxed_profile_takes_the_permission_profile_back(tmp_path):
+    install(tmp_path)
+    report = install(tmp_path, profile="unsandboxed")
+    config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
+    assert "default_permissions" not in config and "permissions" not in config
     assert manifest(tmp_path)["sandbox"] == {"profile": "unsandboxed"}
     assert any("best-effort" in note for note in report.notes)
+    uninstall(tmp_path)
+    assert not (tmp_path / ".codex").exists()
+
+
+def test_a_permission_profile_of_the_users_own_is_left_alone(tmp_path):
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('default_permissions = ":workspace"\n')
+    with pytest.raises(Conflict) as refused:
+        install(tmp_path)
+    assert refused.value.code == "PERMISSIONS_TAKEN"
+    assert "--profile unsandboxed" in refused.value.message
+    assert (
+        tmp_path / ".codex" / "config.toml"
+    ).read_text() == 'default_permissions = ":workspace"\n'

@@ -22,7 +22,7 @@ def session_start(host: str, root: Path) -> str:
     ("host", "install"),
     [
         ("claude", lambda root: install_claude.install(root, profile="unsandboxed")),
-        ("codex", install_codex.install),
+        ("codex", lambda root: install_codex.install(root, profile="unsandboxed")),
     ],
 )
 def test_an_unsandboxed_install_is_named_at_session_start(project_dir, host, install):
@@ -30,6 +30,9 @@ def test_an_unsandboxed_install_is_named_at_session_start(project_dir, host, ins
     assert UNSANDBOXED_CONTEXT in session_start(host, project_dir)
 
 
-def test_the_sandboxed_profile_adds_nothing_at_session_start(project_dir):
-    install_claude.install(project_dir)
-    assert "[Ithaca profile]" not in session_start("claude", project_dir)
+@pytest.mark.parametrize(
+    ("host", "install"), [("claude", install_claude.install), ("codex", install_codex.install)]
+)
+def test_the_sandboxed_profile_adds_nothing_at_session_start(project_dir, host, install):
+    install(project_dir)
+    assert "[Ithaca profile]" not in session_start(host, project_dir)

@@ -42,8 +42,9 @@ class CodexHost(Host):
         # helper Codex links into CODEX_HOME and makes every sandboxed command fail.
         self.home = Path(tempfile.mkdtemp(prefix="ithaca-codex-home-", dir="/var/tmp"))
         (self.home / "config.toml").write_text(USER_CONFIG.format(url=model.url))
+        self.scratch = Path(tempfile.mkdtemp(prefix="ithaca-codex-tmp-", dir="/var/tmp"))
         super().__init__(root, model, ithaca)
-        self.outside.append(self.home)
+        self.outside += [self.home, self.scratch]
 
     def env(self) -> dict[str, str]:
         return {
@@ -51,6 +52,7 @@ class CodexHost(Host):
             "HOME": str(self.root),
             "CODEX_HOME": str(self.home),
             "ITHACA_HOME": str(self.root / "ithaca-home"),
+            "TMPDIR": str(self.scratch),  # where its sandbox stands placeholders too
             "SCRIPTED_MODEL_KEY": "scripted-model-key",
             "RUST_LOG": "warn",
         }
@@ -73,10 +75,10 @@ class CodexHost(Host):
             [Call("tool_search", {"query": query, "limit": len(ITHACA_TOOLS) + 5})],
         ]
 
-    def run(self, prompt: str, script: Script, timeout: float = 120) -> HostRun:
-        """``codex exec PROMPT`` in the repository, its model playing ``script``."""
+    def run(self, prompt: str, script: Script, *extra: str, timeout: float = 120) -> HostRun:
+        """``codex exec [EXTRA] PROMPT`` in the repository, its model playing ``script``."""
         self.model.play(script)
-        command = [str(self.binary), "exec", "--json", "-C", str(self.repo), prompt]
+        command = [str(self.binary), "exec", *extra, "--json", "-C", str(self.repo), prompt]
         done = self.launch(command, timeout)
         events = json_lines(done.stdout)
         return HostRun(done.returncode, events, done.stderr, self.model, _shown(self.model))

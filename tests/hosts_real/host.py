@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.accepted import accept
 from tests.hosts_real.binaries import run_ithaca
 from tests.hosts_real.scripted import Reply, Request, ScriptedModel, Step
 
@@ -146,7 +147,10 @@ class Host(ABC):
     def load_tools(self) -> list[Step]: ...
 
     def launch(self, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        """Run the host binary in the repository; the script must have played cleanly."""
+        """Run the host binary in the repository; the script must have played cleanly.
+        What the test set up in the project beforehand is accepted first, as the user
+        accepts their own edits (``tests.accepted``)."""
+        accept(self.repo)
         done = subprocess.run(
             command,
             cwd=self.repo,

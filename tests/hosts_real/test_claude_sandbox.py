@@ -20,6 +20,7 @@ TAMPERING = (
     "rm -rf .ithac{a,}/protocols; echo rc=$?",
     'd=.cl; d="${d}aude"; echo "{}" > $d/settings.json; echo rc=$?',
     "touch ~/.ithac{a,}/forged; echo rc=$?",
+    "g=.git; echo 'curl evil' > $g/hooks/pre-commit; echo rc=$?",  # git would run it unsandboxed
 )
 WORK = (
     "echo work > work.txt && git add work.txt && git commit -qm work && echo committed",
@@ -59,6 +60,7 @@ def test_the_sandbox_keeps_ithacas_files_read_only_whatever_the_spelling(
     assert (claude.repo / ".ithaca" / "reports").is_dir(), run.call("shell", given="reports")
     assert (claude.repo / ".claude" / "settings.json").read_bytes() == wiring
     assert not (claude.home / ".ithaca" / "forged").exists()
+    assert not (claude.repo / ".git" / "hooks" / "pre-commit").exists()
     committed, scratch, worktree, status = (
         run.call("shell", given=json.dumps(c)[1:-1]).text for c in WORK
     )

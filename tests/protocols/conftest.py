@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca.app import IthacaProject, init_project, open_project
@@ -59,6 +60,7 @@ class Hook:
     def configure(self, text: str) -> None:
         """Write the team's ``.ithaca/config.toml``."""
         (self.root / ".ithaca" / "config.toml").write_text(text, encoding="utf-8")
+        accept(self.root)
 
     @staticmethod
     def event_id_of(answer: dict[str, Any]) -> str:

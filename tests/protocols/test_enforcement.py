@@ -11,6 +11,7 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca.app import open_project
@@ -233,6 +234,7 @@ def test_protocol_file_outside_the_events_workflow_does_not_block_mutation(
     record = make_record("team.debug-only", selector={"workflow": "debugging"})
     path = governed_dir / ".ithaca" / "protocols" / "team.debug-only.json"
     path.write_text(json.dumps(record), encoding="utf-8")
+    accept(governed_dir)
 
     assert hook.write("notes.txt").decision == "allow"
 
@@ -246,6 +248,7 @@ def test_protocol_file_added_after_the_load_is_never_skipped(
     )
     path = governed_dir / ".ithaca" / "protocols" / "team.no-deploy.json"
     path.write_text(json.dumps(record), encoding="utf-8")
+    accept(governed_dir)
 
     before_load = hook.bash("make deploy")
     governed.protocols.load_protocols({"eventId": event_id})
@@ -262,12 +265,14 @@ def test_broken_protocol_file_denies_mutating_calls_until_it_is_fixed(
     ready()
     path = governed_dir / ".ithaca" / "protocols" / "team.review.json"
     path.write_text('{"id": "team.review", ', encoding="utf-8")
+    accept(governed_dir)
 
     broken = hook.write("a.txt")
     reading = hook.tool("Read", {"file_path": "a.txt"})
     path.write_text(
         json.dumps(make_record("team.review", selector={"workflow": "chat"})), encoding="utf-8"
     )
+    accept(governed_dir)
     fixed = hook.write("a.txt")
 
     assert broken.decision == "deny"

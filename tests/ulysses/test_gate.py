@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca.hosts import dispatch
@@ -26,6 +27,7 @@ PHASES = ("IDLE", "PRIMARY", "RECOVERY", "REFLECT")
 @pytest.fixture
 def repo(project_dir: Path) -> Path:
     (project_dir / ".ithaca" / "config.toml").write_text("[protocols]\nstrict = false\n")
+    accept(project_dir)
     return project_dir
 
 
@@ -43,6 +45,7 @@ def set_phase(root: Path, phase: str | None) -> None:
 
 def configure(root: Path, text: str) -> None:
     (root / ".ithaca" / "config.toml").write_text("[protocols]\nstrict = false\n" + text)
+    accept(root)
 
 
 def pre_tool_use(root: Path, tool: str, tool_input: dict, **extra: str) -> dict:

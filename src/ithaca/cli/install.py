@@ -137,8 +137,9 @@ def install(
             )
         else:
             done = _installer(host).install(
-                root, server_name=server_name, profile=profile or "unsandboxed"
+                root, server_name=server_name, profile=profile or "sandboxed"
             )
+        _accept(project, f"ithaca install {host}")
     _compile_hook_modules()
     show(done.to_dict(), as_json, _render)
 
@@ -168,9 +169,21 @@ def _doctor(ctx: click.Context, host: str | None, as_json: bool) -> None:
 
 
 def _uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
+    project = _project(ctx)
     with errors_to_exit(as_json):
-        report = _installer(host).uninstall(Path(_project(ctx).root)).to_dict()
+        report = _installer(host).uninstall(Path(project.root)).to_dict()
+        _accept(project, f"ithaca uninstall {host}")
     show(report, as_json, _render)
+
+
+def _accept(project: Project, reason: str) -> None:
+    """The wiring Ithaca just wrote is what the effect check protects from now on."""
+    from ithaca.kernel import lockdown
+    from ithaca.kernel.project import find_project
+
+    found = find_project(project.root)  # an install before `ithaca init` has no database
+    if found is not None:
+        lockdown.accept(found, reason=reason)
 
 
 @click.command()

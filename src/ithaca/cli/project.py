@@ -314,6 +314,34 @@ def doctor_restore(ctx: click.Context, backup: str, as_json: bool) -> None:
     show(result, as_json, render)
 
 
+@doctor.command("lift-lockdown")
+@json_option
+@click.pass_context
+def doctor_lift_lockdown(ctx: click.Context, as_json: bool) -> None:
+    """User only: accept what changed and end every lockdown (review it with `ithaca doctor`)."""
+    from ithaca.hosts.effects import check
+    from ithaca.kernel import clock, lockdown
+    from ithaca.kernel.authority import require_user
+    from ithaca.kernel.store import Store
+
+    with errors_to_exit(as_json):
+        found = _doctor_project(ctx)
+        store = Store(found.db_path, backups_dir=found.backups_dir)
+        ctx.call_on_close(store.close)
+        for finding in check(found, store.connection()):
+            click.echo(f"  {finding['message']}")
+        click.echo("Lifting accepts every protected file as it is now.")
+        require_user("lift the lockdown", "lift")
+        with store.write() as conn:
+            lifted = lockdown.lift(conn, found, at=clock.now())
+    result = {"lifted": lifted}
+
+    def render(value: dict[str, Any]) -> None:
+        console().print(f"Lifted {len(value['lifted'])} lockdown(s).", markup=False)
+
+    show(result, as_json, render)
+
+
 def _rebuild(ctx: click.Context, as_json: bool) -> None:
     from ithaca.app import open_project
     from ithaca.kernel import doctor as kernel_doctor

@@ -9,6 +9,7 @@ handle, so a SessionStart hook does not pay for enforcement code.
 GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # (module, events it handles)
     ("ithaca.kernel.guard", ("PreToolUse",)),
+    ("ithaca.hosts.effects", ("PreToolUse", "PostToolUse")),
     ("ithaca.hosts.profile_gate", ("SessionStart",)),
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
     ("ithaca.ulysses.gate", ("SessionStart", "PreToolUse")),

@@ -218,7 +218,7 @@ def install(
         for item, data in bundled:
             if file_bytes(root / item.relpath) != data:
                 staged.write(root, item.relpath, data)
-        _stage_exclusions(staged, root, profile == "sandboxed")
+        install_sandbox.stage_exclusions(staged, root, HOST, profile == "sandboxed")
         commit_install(staged, HOST, root, previous, manifest, report)
     _note_local_cap(root, stop_cap["value"], report)
     return report
@@ -258,21 +258,7 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
         staged.write(root, mcp_relpath, restored_text(mcp, manifest, mcp_relpath))
     for kind in KIND_LABELS:
         _remove_listed_files(staged, root, kind, manifest.get(kind, []), report)
-    _stage_exclusions(staged, root, False)
-
-
-def _stage_exclusions(staged: Staged, root: Path, wanted: bool) -> None:
-    """Add (or take out) the sandbox stand-ins in ``.git/info/exclude``, where the project
-    is the top of a Git repository with a ``.git`` folder."""
-    if not (root / ".git").is_dir():
-        return
-    data = file_bytes(root / install_sandbox.EXCLUDE_RELPATH)
-    text = data.decode("utf-8", "replace") if data is not None else None
-    changed = (
-        install_sandbox.excluded(text) if wanted else install_sandbox.without_exclusions(text or "")
-    )
-    if changed != (text or ""):
-        staged.write(root, install_sandbox.EXCLUDE_RELPATH, changed)
+    install_sandbox.stage_exclusions(staged, root, HOST, False)
 
 
 def _entries(

@@ -55,13 +55,52 @@ from ithaca.hosts.install_report import InstallReport
 from ithaca.hosts.install_staged import Staged, staging
 from ithaca.hosts.install_transaction import commit_install, roots
 from ithaca.kernel import clock
-from ithaca.kernel.errors import Conflict, Refused
+from ithaca.kernel.errors import Conflict
 
 HOST = "codex"
 CONFIG_RELPATH = ".codex/config.toml"
 HOOKS_RELPATH = ".codex/hooks.json"
 FEATURE_KEYS = ("hooks", "codex_hooks")  # the second is the older, deprecated name
 USER_CONFIG = "config.toml"
+# The sandboxed profile: a permission profile (Codex 0.169.0) that extends the workspace
+# sandbox, whose built-in rules keep .codex, .agents and .aws read-only, and .git too.
+# Ithaca's state and Claude Code's wiring become read-only as well; .git is opened for
+# commits and worktrees, except what git would run or obey outside the sandbox.
+PROFILE_SWITCH = "default_permissions"
+PROFILE_NAME = "ithaca"
+
+
+def permission_profile(root: Path) -> dict[str, Any]:
+    """Ithaca's permission profile for the project at ``root``. Codex stands a read-only
+    placeholder in for a protected path that does not exist (excluded from Git with the
+    other stand-ins); ``.mcp.json`` is protected only where it exists, since a real one
+    would be hidden from ``git status`` by the same exclusion."""
+    names = [".ithaca", ".claude", *([".mcp.json"] if (root / ".mcp.json").exists() else [])]
+    in_workspace = {
+        ".git": "write",
+        **{name: "read" for name in (*install_sandbox.GIT_PROTECTED, *names)},
+    }
+    return {
+        "extends": ":workspace",
+        "filesystem": {
+            ":workspace_roots": in_workspace,
+            **{name: "read" for name in install_sandbox.HOME_PROTECTED},
+        },
+    }
+
+
+def _profile_table(profile: dict[str, Any]) -> str:
+    filesystem = dict(profile["filesystem"])
+    in_workspace = filesystem.pop(":workspace_roots")
+    inline = ", ".join(f"{json.dumps(name)} = {json.dumps(a)}" for name, a in in_workspace.items())
+    return (
+        f"[permissions.{PROFILE_NAME}]\n"
+        f"extends = {json.dumps(profile['extends'])}\n\n"
+        f"[permissions.{PROFILE_NAME}.filesystem]\n"
+        f'":workspace_roots" = {{ {inline} }}\n'
+        + "".join(f"{json.dumps(name)} = {json.dumps(a)}\n" for name, a in filesystem.items())
+    )
+
 
 # No matcher: every tool and every session source, in every Codex version.
 CODEX_EVENTS: tuple[HostEvent, ...] = (
@@ -99,30 +138,25 @@ def hook_command(event: str) -> str:
 
 
 def install(
-    project_root: Path, *, server_name: str = "ithaca", profile: str = "unsandboxed"
+    project_root: Path, *, server_name: str = "ithaca", profile: str = "sandboxed"
 ) -> InstallReport:
     """Add Ithaca's MCP server and hooks to the project's ``.codex/`` and record them."""
     install_server.check_server_name(server_name)
     install_sandbox.check_profile(profile)
-    if profile == "sandboxed":
-        raise Refused(
-            "SANDBOX_UNAVAILABLE",
-            "Codex's workspace-write sandbox leaves every folder of the workspace writable,"
-            " .ithaca/ included, so Ithaca has no sandboxed profile for Codex yet; install"
-            " with --profile unsandboxed (the text guard only)",
-        )
     root, state = roots(project_root)
     previous = _read_manifest(state)
     report = InstallReport()
     config_before = read_text(root, CONFIG_RELPATH)
     config = _Toml(root / CONFIG_RELPATH, config_before)
     entry = install_server.mcp_entry()
+    _permission_profile(config, profile, previous, report)
     _register_server(config, server_name, entry, previous, report)
     hooks_off = _hooks_feature(config, previous, report)
     if hooks_off:
         report.notes.append(hooks_off)
     report.degraded = [*DEGRADED, hooks_off] if hooks_off else list(DEGRADED)
-    report.notes.append(install_sandbox.UNSANDBOXED_NOTE)
+    if profile == "unsandboxed":
+        report.notes.append(install_sandbox.UNSANDBOXED_NOTE)
     settings, hooks_text = read_json_document(root, HOOKS_RELPATH)
     hooks_created = hooks_text is None
     settings_before = copy.deepcopy(settings)
@@ -178,6 +212,7 @@ def install(
             staged.write(root, HOOKS_RELPATH, pretty(settings))
         if user.text != (user_before or ""):
             staged.write(user_path.parent, USER_CONFIG, user.text)
+        install_sandbox.stage_exclusions(staged, root, HOST, profile == "sandboxed")
         commit_install(staged, HOST, root, previous, manifest, report)
     return report
 
@@ -213,6 +248,7 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
             user.take_back(addition, report)
         if user.text != user_before:
             staged.write(user_path.parent, USER_CONFIG, user.text)
+    install_sandbox.stage_exclusions(staged, root, HOST, False)
 
 
 class _Toml:
@@ -313,6 +349,46 @@ def _register_server(
     if not config.append(label, key, entry, _server_table(server_name, entry)):
         raise invalid_settings(config.path, f"{label} could not be added as a table of its own")
     report.added.append(label)
+
+
+def _permission_profile(
+    config: _Toml, profile: str, previous: dict[str, Any] | None, report: InstallReport
+) -> None:
+    """In the sandboxed profile, make Ithaca's permission profile the project's default:
+    Codex's workspace sandbox, with Ithaca's state and the host wiring read-only to the
+    agent's commands and patches. An earlier install's profile is taken back first."""
+    wanted = permission_profile(config.path.parents[1])
+    earlier = [_addition(previous, table) for table in (PROFILE_SWITCH, "permissions")]
+    if profile == "sandboxed" and (
+        config.get([PROFILE_SWITCH]) == PROFILE_NAME
+        and config.get(["permissions", PROFILE_NAME]) == wanted
+        and all(addition is not None for addition in earlier)
+    ):
+        for addition in earlier:
+            config.keep(addition)
+        report.unchanged.append(f"{install_sandbox.LABEL} (sandboxed)")
+        return
+    for addition in earlier:
+        if addition is not None:
+            config.take_back(addition, report)
+    if profile != "sandboxed":
+        return
+    chosen = config.get([PROFILE_SWITCH])
+    if chosen is not None or config.get(["permissions", PROFILE_NAME]) is not None:
+        raise Conflict(
+            "PERMISSIONS_TAKEN",
+            f"{config.path} already sets {PROFILE_SWITCH} = {chosen!r} or a permission profile"
+            f" named {PROFILE_NAME!r}; remove it, or install with --profile unsandboxed",
+            {"path": str(config.path)},
+        )
+    switch = f'{PROFILE_SWITCH} = "{PROFILE_NAME}"\n\n'
+    if not config.add(install_sandbox.LABEL, [PROFILE_SWITCH], PROFILE_NAME, 0, "", switch):
+        raise invalid_settings(config.path, f"{PROFILE_SWITCH} could not be added")
+    key = ["permissions", PROFILE_NAME]
+    label = f"{install_sandbox.LABEL}: permissions"
+    if not config.append(label, key, wanted, _profile_table(wanted)):
+        raise invalid_settings(config.path, "Ithaca's permission profile could not be added")
+    report.added.append(f"{install_sandbox.LABEL} (sandboxed)")
 
 
 def _hooks_feature(config: _Toml, previous: dict[str, Any] | None, report: InstallReport) -> str:
@@ -468,7 +544,7 @@ def _additions_ok(manifest: dict[str, Any]) -> bool:
         isinstance(item, dict)
         and isinstance(item.get("label"), str)
         and isinstance(item.get("key"), list)
-        and len(item["key"]) == 2
+        and len(item["key"]) in (1, 2)  # a table's key, or a top-level switch
         and isinstance(item.get("anchor"), str)
         and isinstance(item.get("text"), str)
         for item in additions

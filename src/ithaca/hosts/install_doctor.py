@@ -59,9 +59,9 @@ def check(project_root: Path, host: str) -> dict[str, Any]:
         return _result(host, True, 0, [finding(DRIFT, "install manifest", relpath, message)])
     findings = drift(record, lambda path: file_bytes(root / path)) + unresolved(manifest)
     if host == "codex":
-        findings += _codex_trust(root, manifest)
+        findings += codex_trust(root, manifest)
     profile = profile_in(manifest)
-    if profile == "sandboxed":
+    if profile == "sandboxed" and host == "claude":  # Codex brings its own bubblewrap
         findings += _sandbox_runs(relpath)
     if not findings:
         with tempfile.TemporaryDirectory(prefix="ithaca-doctor-") as folder:
@@ -81,7 +81,7 @@ def _sandbox_runs(relpath: str) -> list[dict[str, str]]:
     return []
 
 
-def _codex_trust(root: Path, manifest: dict[str, Any]) -> list[dict[str, str]]:
+def codex_trust(root: Path, manifest: dict[str, Any]) -> list[dict[str, str]]:
     """``HOOKS_UNTRUSTED`` for each trust Codex needs to run Ithaca's hooks and lacks."""
     import tomllib
 

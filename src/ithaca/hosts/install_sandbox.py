@@ -32,8 +32,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ithaca.hosts.install_files import object_at
+from ithaca.hosts.install_files import file_bytes, object_at, read_json_object, state_root
+from ithaca.hosts.install_manifest import manifest_relpath
 from ithaca.hosts.install_report import InstallReport
+from ithaca.hosts.install_staged import Staged
+from ithaca.hosts.profile_gate import profile_in
 from ithaca.kernel.errors import Refused, invalid_field
 
 PROFILES = ("sandboxed", "unsandboxed")
@@ -47,11 +50,14 @@ SWITCHES: dict[str, bool] = {
 # What the agent's shell may not write, in the project and in the user's home.
 PROTECTED = (".ithaca", ".claude", ".mcp.json", ".codex")
 HOME_PROTECTED = ("~/.ithaca", "~/.claude", "~/.codex")
-DENY_WRITE = (*(f"./{name}" for name in PROTECTED), *HOME_PROTECTED)
+# What git runs or obeys outside the sandbox, on the user's next commit: a way out.
+GIT_PROTECTED = (".git/hooks", ".git/config")
+DENY_WRITE = (*(f"./{name}" for name in (*PROTECTED, *GIT_PROTECTED)), *HOME_PROTECTED)
 FILE_TOOLS = ("Edit", "Write")
+FOLDERS = (".ithaca", ".claude", ".codex", ".git/hooks")
 DENY_RULES = tuple(
-    f"{tool}(/{name}/**)" if "." not in name[1:] else f"{tool}(/{name})"
-    for name in PROTECTED
+    f"{tool}(/{name}/**)" if name in FOLDERS else f"{tool}(/{name})"
+    for name in (*PROTECTED, *GIT_PROTECTED)
     for tool in FILE_TOOLS
 )
 # What the Linux sandbox needs besides Claude Code (bubblewrap, and socat for its proxy),
@@ -66,11 +72,11 @@ _ABSENT: Any = object()
 # What Claude Code 2.1.332's sandbox leaves in the working tree when it is missing there.
 STUB_FILES = (".bash_profile", ".bashrc", ".gitconfig", ".gitmodules", ".profile",
               ".ripgreprc", ".zprofile", ".zshrc")  # fmt: skip
-STUB_FOLDERS = (".codex", ".idea", ".vscode")
+STUB_FOLDERS = (".claude", ".codex", ".idea", ".vscode")  # Codex 0.169.0 stubs .claude
 EXCLUDE_RELPATH = ".git/info/exclude"
 EXCLUDE_BLOCK = "\n".join(
     [
-        "# ithaca: stand-ins Claude Code's sandbox leaves in the working tree",
+        "# ithaca: stand-ins the hosts' sandboxes leave in the working tree",
         *(f"/{name}" for name in STUB_FILES),
         *(line for name in STUB_FOLDERS for line in (f"/{name}", f"!/{name}/")),
         "# ithaca: end",
@@ -206,6 +212,24 @@ def _remove(table: dict[str, Any], nested: str | None, key: str, record: dict[st
     if nested and not holder and record.get("createdFilesystem"):
         del table[nested]
     return changed
+
+
+def stage_exclusions(staged: Staged, root: Path, host: str, wanted: bool) -> None:
+    """Add (or take out) the sandbox stand-ins in ``.git/info/exclude``, where the project
+    is the top of a Git repository with a ``.git`` folder. One block serves both hosts: it
+    stays while either host's install is sandboxed."""
+    if not (root / ".git").is_dir():
+        return
+    wanted = wanted or any(
+        profile_in(read_json_object(state_root(root), manifest_relpath(other))) == "sandboxed"
+        for other in ("claude", "codex")
+        if other != host
+    )
+    data = file_bytes(root / EXCLUDE_RELPATH)
+    text = data.decode("utf-8", "replace") if data is not None else None
+    changed = excluded(text) if wanted else without_exclusions(text or "")
+    if changed != (text or ""):
+        staged.write(root, EXCLUDE_RELPATH, changed)
 
 
 def excluded(text: str | None) -> str:

@@ -37,6 +37,7 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ultragoal", "dismiss-review-finding"),
     ("doctor", "restore"),
     ("doctor", "--rebuild"),
+    ("doctor", "lift-lockdown"),
     ("session", "reset-circuit"),
     ("session", "acquire", "--force"),
     ("sync", "import", "--rehash"),

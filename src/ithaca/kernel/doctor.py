@@ -23,7 +23,7 @@ import sqlite3
 from importlib import import_module
 from typing import Any
 
-from ithaca.kernel import anchor, clock, journal
+from ithaca.kernel import anchor, clock, journal, lockdown
 from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
 from ithaca.kernel.files import write_atomic
 from ithaca.kernel.migrations import LATEST_VERSION
@@ -35,6 +35,7 @@ PROVIDERS: tuple[str, ...] = (
     "ithaca.protocols.health:check",
     "ithaca.ulysses.knowledge:check",
     "ithaca.delivery.doctor:check",
+    "ithaca.hosts.effects:check",
 )
 
 # Repairs, in order: "module:function" taking (project, conn) and returning what it did.
@@ -213,6 +214,10 @@ def restore(project: Project, store: Store, backup_path: str) -> dict[str, Any]:
                     subject=os.path.basename(path),
                     payload={"backup": os.path.basename(path), "sha256": manifest["sha256"]},
                 )
+                if "effect_baseline" in _tables(conn):  # a backup from before lockdowns
+                    lockdown.record_baseline(
+                        conn, project, actor="user", reason="doctor restore", at=clock.now()
+                    )
         finally:
             restored.close()
     except BaseException:
@@ -271,6 +276,10 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
             for provider in REBUILDS:
                 module, _, name = provider.partition(":")
                 parts.append(getattr(import_module(module), name)(project, fresh, old_sha))
+            with fresh.write() as conn:
+                lockdown.record_baseline(
+                    conn, project, actor="user", reason="doctor rebuild", at=clock.now()
+                )
         finally:
             fresh.close()
     except BaseException:

@@ -37,6 +37,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "delivery.ledger", "ithaca.delivery.ledger_schema:LEDGER_V1"),
     Migration(9, "delivery.sessions", "ithaca.delivery.sessions_schema:DELIVERY_SESSIONS_V1"),
     Migration(10, "kernel.mcp_call_tickets", "ithaca.kernel.mcp_calls:SCHEMA"),
+    Migration(11, "kernel.lockdown", "ithaca.kernel.lockdown:SCHEMA"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

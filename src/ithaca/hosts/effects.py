@@ -1,0 +1,166 @@
+"""The effect check: a gate that looks at what changed, not at what was typed.
+
+Before every tool call and after every one, the protected files are compared with the
+fingerprint Ithaca last accepted (``kernel.fingerprint``), and the journal with its
+anchor (the event Ithaca last committed must still be there). A change that Ithaca did
+not make puts the session in lockdown (``kernel.lockdown``): it is recorded and
+journaled in the hook's transaction, the call that revealed it is held (after the call)
+or denied (before a mutating one), and from then on the session's mutating calls and
+its calls to Ithaca's own tools are denied with ``LOCKDOWN`` until the user lifts it.
+
+This holds whatever spelling made the change, in either install profile, and also
+catches what a sandbox cannot see: a ``git checkout`` that brings other team rules, a
+user-level settings file that switches the hooks off, a replaced database (its journal
+no longer holds the event Ithaca last committed). It cannot see
+a change that was undone within the same call, nor one that stopped the hooks from
+running at all before they looked (the host's sandbox is the wall for that).
+"""
+
+from __future__ import annotations
+
+from ithaca.kernel import anchor, fingerprint, journal, lockdown
+from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ithaca.kernel.call import Call
+
+EVENTS = ("PreToolUse", "PostToolUse")
+_SEEN = "effects"
+LIFT = "ithaca doctor lift-lockdown"
+
+
+class Seen:
+    """What one check found: the changes, and what to record of them."""
+
+    __slots__ = ("changes", "signature", "first")
+
+    def __init__(self, changes: list[dict[str, str]], signature: str | None, first: bool):
+        self.changes = changes
+        self.signature = signature  # a new signature to record (nothing that matters moved)
+        self.first = first  # no fingerprint was ever recorded
+
+
+def decide(call: Call | None, ctx: GateContext) -> Opinion:
+    if ctx.conn is None or not ctx.schema_current or ctx.project is None:
+        return ABSTAIN
+    if ctx.event == "PreToolUse" and call is None:
+        return ABSTAIN
+    seen = observe(ctx)
+    ctx.scratch[_SEEN] = seen
+    held = lockdown.active(ctx.conn, ctx.host, ctx.session_id)
+    changes = seen.changes or (held["changes"] if held else [])
+    if not changes:
+        return ABSTAIN
+    if ctx.event == "PostToolUse":
+        return Opinion("block", lockdown.CODE, reason(changes, after=True))
+    if call is not None and (call.mutating or call.tool_class == "ithaca"):
+        return Opinion("deny", lockdown.CODE, reason(changes, after=False))
+    return ABSTAIN
+
+
+def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
+    seen = ctx.scratch.get(_SEEN)
+    conn = ctx.conn
+    if not isinstance(seen, Seen) or conn is None or ctx.project is None:
+        return None
+    if seen.first:
+        lockdown.record_baseline(conn, ctx.project, actor="hook", reason="first check", at=ctx.now)
+    if seen.changes and lockdown.active(conn, ctx.host, ctx.session_id) is None:
+        lockdown.enter(
+            conn,
+            host=ctx.host,
+            session_id=ctx.session_id,
+            event=ctx.event,
+            tool=call.tool if call is not None else _tool_name(ctx.payload),
+            changes=seen.changes,
+            at=ctx.now,
+        )
+    elif seen.signature is not None:
+        lockdown.resign(conn, seen.signature)
+    return None
+
+
+def observe(ctx: GateContext) -> Seen:
+    """Compare the project with its accepted fingerprint (cheap unless a stat moved)."""
+    conn, project = ctx.conn, ctx.project
+    assert conn is not None and project is not None
+    found = _journal_cut(project, conn)
+    recorded = lockdown.baseline(conn)
+    if recorded is None:
+        return Seen(found, None, first=True)
+    signature = fingerprint.signature(project)
+    if signature == recorded[0]:
+        return Seen(found, None, first=False)
+    from ithaca.hosts import install_wiring  # only when a stat moved
+
+    found += fingerprint.changes(project, recorded[1]) + install_wiring.changes(project)
+    return Seen(found, None if found else signature, first=False)
+
+
+def reason(changes: list[dict[str, str]], *, after: bool) -> str:
+    """The agent's message: what changed, that it is locked down, and who lifts it."""
+    listed = "; ".join(f"{item['path']}: {item['change']}" for item in changes[:5])
+    more = f" (and {len(changes) - 5} more)" if len(changes) > 5 else ""
+    when = "after this call" if after else "before this call"
+    return (
+        f"Ithaca: what it protects changed without it ({listed}{more}), found {when}. This"
+        " session is in lockdown: mutating calls and Ithaca's tools are denied. Stop, tell"
+        " the user what you did, and ask them to review it with `ithaca doctor` and run"
+        f" `{LIFT}` in their own terminal. Never undo it or work around it yourself."
+    )
+
+
+def _journal_cut(project: Any, conn: Any) -> list[dict[str, str]]:
+    """The change when the journal no longer holds the event Ithaca last committed."""
+    anchored = anchor.read(project.runtime, anchor.ANCHOR)
+    if anchored is None or journal.hash_at(conn, anchored[0]) == anchored[1]:
+        return []
+    return [
+        fingerprint.change(
+            "journal",
+            f"event {anchored[0]}, which Ithaca committed, is gone or rewritten: the"
+            " journal was cut or the database replaced",
+            "restore the database with `ithaca doctor restore`",
+        )
+    ]
+
+
+def _tool_name(payload: dict[str, Any]) -> str | None:
+    name = payload.get("tool_name")
+    return name if isinstance(name, str) else None
+
+
+def check(project: Any, conn: Any) -> list[dict[str, Any]]:
+    """The doctor's findings: each lockdown in force, and what differs now from the
+    accepted fingerprint (with how to restore it)."""
+    from ithaca.hosts import install_wiring
+
+    findings = []
+    for held in lockdown.all_active(conn):
+        listed = "; ".join(f"{item['path']}: {item['change']}" for item in held["changes"])
+        findings.append(
+            {
+                "code": lockdown.CODE,
+                "severity": "error",
+                "message": f"{held['host']} session {held['session']} is in lockdown since"
+                f" {held['enteredAt']} ({listed}); restore what you do not want, then run"
+                f" `{LIFT}`",
+                "subject": held["id"],
+            }
+        )
+    recorded = lockdown.baseline(conn)
+    now = fingerprint.changes(project, recorded[1]) if recorded else []
+    now += install_wiring.changes(project)
+    for item in now + _journal_cut(project, conn):
+        findings.append(
+            {
+                "code": "PROTECTED_CHANGED",
+                "severity": "warning",
+                "message": f"{item['path']}: {item['change']}; {item['restore']}",
+                "subject": item["path"],
+            }
+        )
+    return findings
