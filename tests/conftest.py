@@ -1,4 +1,5 @@
-"""Shared fixtures: a hermetic environment for every test and an initialised project."""
+"""Shared fixtures: a hermetic environment for every test, an initialised project, and a
+machine without bubblewrap."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,22 @@ def type_ahead() -> TerminalRun:
         return process.wait(timeout=60), shown.decode(errors="replace")
 
     return run
+
+
+@pytest.fixture
+def no_bubblewrap(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A machine without a working bubblewrap, as the validators' probe finds it: none on
+    the machine, or (``indirect`` parameter ``"failing"``) one that cannot make the view."""
+    from ithaca.validators import confine, sandbox
+
+    found = sandbox.system_tool("false") if getattr(request, "param", "") == "failing" else None
+
+    def lookup(name: str) -> str | None:
+        return found if name == "bwrap" else sandbox.system_tool(name)
+
+    monkeypatch.setattr(confine, "system_tool", lookup)
+    confine.bubblewrap.cache_clear()
+    yield
+    confine.bubblewrap.cache_clear()

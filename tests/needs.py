@@ -1,6 +1,6 @@
 """What some tests need from the machine, checked so that the test fails when it is
-missing: a test that skips on a machine without node, tsx or namespaces would let CI go
-green without ever running it (``.ci/run`` sets all of them up)."""
+missing: a test that skips on a machine without node, tsx, namespaces or bubblewrap would
+let CI go green without ever running it (``.ci/run`` sets all of them up)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ithaca.validators import sandbox
+from ithaca.validators import confine, sandbox
 
 _CHECKS: dict[str, tuple[Callable[[], bool], str]] = {
     "node": (lambda: shutil.which("node") is not None, "node is not on PATH"),
@@ -23,6 +23,10 @@ _CHECKS: dict[str, tuple[Callable[[], bool], str]] = {
     "pid_namespace": (
         lambda: sandbox.isolation().pid_namespace,
         "unshare cannot make a PID namespace here",
+    ),
+    "bubblewrap": (
+        lambda: confine.bubblewrap() is not None,
+        "bubblewrap cannot make a validator's view here (bwrap missing or not permitted)",
     ),
 }
 
@@ -50,3 +54,4 @@ node = _needing("node")
 tsx = _needing("tsx")
 network_namespace = _needing("network_namespace")
 pid_namespace = _needing("pid_namespace")
+bubblewrap = _needing("bubblewrap")

@@ -110,6 +110,24 @@ def test_run_cell_is_a_dry_run(client, journal_length):
     assert journal_length() == before
 
 
+def test_without_bubblewrap_run_cell_is_refused_with_its_code_until_the_user_opts_out(
+    connect, project_dir, no_bubblewrap
+):
+    client = connect(project_dir)
+    arguments = {"operation": "run_cell", **cell(client), "observed": {"errors": 0}}
+    refused = client.refused("notebook", arguments)
+    assert (refused["code"], refused["details"]) == (
+        "VALIDATOR_ISOLATION_UNAVAILABLE",
+        {"isolation": "filesystem"},
+    )
+    assert "Traceback" not in refused["message"]
+    local = project_dir / ".ithaca" / ".runtime" / "config.toml"
+    local.write_text("[validators]\nrequire_filesystem_isolation = false\n")
+    result = connect(project_dir).ok("notebook", arguments)
+    assert (result["pass"], result["reason"]) == (True, "zero errors")
+    assert [d["code"] for d in result["diagnostics"]] == ["filesystem_not_confined"]
+
+
 OPERATIONS = {
     "ulysses": ULYSSES_SCHEMA["properties"]["operation"]["enum"],
     "notebook": NOTEBOOK_SCHEMA["properties"]["operation"]["enum"],

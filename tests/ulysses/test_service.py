@@ -24,7 +24,7 @@ from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, IthacaError, Refused
 from ithaca.ulysses import gate, machine
 from ithaca.ulysses.service import UlyssesService
-from ithaca.validators import bindings
+from ithaca.validators import bindings, sandbox
 from ithaca.validators.notebooks import NotebookService
 
 WAIT_SECONDS = 60
@@ -35,25 +35,22 @@ JUDGE = textwrap.dedent(
     pass_("ok is true") if data.get("ok") else fail("ok is not true", data)
     """
 )
-# Leaves a marker file where observed says, so a test can tell whether it ran.
+# Says on stdout that it ran (a validator can write nothing outside its run folder).
 MARKER = textwrap.dedent(
     """
-    import pathlib
     from tb_validate import observed, pass_, fail
-    data = observed()
-    pathlib.Path(data["marker"]).write_text("ran")
-    pass_("ran") if data.get("ok") else fail("ran and failed")
+    print("marker ran")
+    pass_("ran") if observed().get("ok") else fail("ran and failed")
     """
 )
-# Announces itself in a folder, then waits until the test lets it finish.
+# Waits until the test lets it finish; the test sees it running in /proc.
 WAITER = textwrap.dedent(
     """
-    import os, pathlib, time
+    import pathlib, time
     from tb_validate import observed, pass_, fail
-    folder = pathlib.Path(observed()["folder"])
-    (folder / f"started-{os.urandom(8).hex()}").write_text("")  # pids repeat across namespaces
+    go = pathlib.Path(observed()["folder"]) / "go"
     deadline = time.monotonic() + 25
-    while not (folder / "go").exists():
+    while not go.exists():
         if time.monotonic() > deadline:
             fail("never released")
             raise SystemExit(0)
@@ -61,6 +58,28 @@ WAITER = textwrap.dedent(
     pass_("released")
     """
 )
+
+
+def runs_a_cell(ancestor: int, filename: str) -> bool:
+    """Whether a process below ``ancestor`` is running the cell ``filename`` (its path is
+    the last word of the validator's command line, and of bubblewrap's around it)."""
+    parents, running = {}, []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                parents[int(name)] = int(handle.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                argv = handle.read().rstrip(b"\0").split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if argv[-1].endswith(f"/{filename}".encode()):
+            running.append(int(name))
+    for pid in running:
+        while pid > 1:
+            if pid == ancestor:
+                return True
+            pid = parents.get(pid, 0)
+    return False
 
 
 class Rig:
@@ -151,6 +170,20 @@ def git(root: Path, *args: str) -> str:
         capture_output=True,
         text=True,
     ).stdout.strip()
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The outcome of every validator process the test starts, in order."""
+    outcomes: list[Any] = []
+    execute = sandbox.execute
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        outcomes.append(execute(*args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(sandbox, "execute", recording)
+    return outcomes
 
 
 @pytest.fixture
@@ -467,17 +500,16 @@ def tamper_journal_payload(rig: Rig, binding: dict[str, Any]) -> None:
     ids=["blob-bytes", "blob-deleted", "binding-digest", "binding-deleted", "journal-payload"],
 )
 def test_a_tampered_validator_runs_nothing_and_forces_reflect(
-    rig: Rig, tmp_path: Path, tamper: Any, kind: str
+    rig: Rig, spawned: list[Any], tamper: Any, kind: str
 ) -> None:
     rig.init()
     rig.plan(primary_cell="marker", primary_source=MARKER)
     (planned,) = rig.events("ulysses.planned")
     tamper(rig, planned["payload"]["primaryValidator"])
-    marker = tmp_path / "marker"
 
-    answer = rig.service.outcome({"observed": {"marker": str(marker), "ok": True}})
+    answer = rig.service.outcome({"observed": {"ok": True}})
 
-    assert not marker.exists()
+    assert spawned == []
     assert answer["validatorTampering"] is True
     assert (answer["phase"], answer["S"]) == ("REFLECT", 2)
     assert answer["validation"]["reason"] == "snapshot_hash_mismatch"
@@ -495,13 +527,12 @@ def test_a_tampered_validator_runs_nothing_and_forces_reflect(
 
 
 def test_a_crash_between_run_and_commit_changes_nothing_and_the_call_can_repeat(
-    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, spawned: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rig.init()
     rig.plan(primary_cell="marker", primary_source=MARKER)
     before = rig.state()
     seq = rig.last_seq()
-    marker = tmp_path / "marker"
     real = machine.transition
 
     def crash(*args: Any) -> Any:
@@ -509,14 +540,14 @@ def test_a_crash_between_run_and_commit_changes_nothing_and_the_call_can_repeat(
 
     monkeypatch.setattr(machine, "transition", crash)
     with pytest.raises(KeyboardInterrupt):
-        rig.service.outcome({"observed": {"marker": str(marker), "ok": True}})
-    assert marker.read_text() == "ran"  # the validator did run
+        rig.service.outcome({"observed": {"ok": True}})
+    assert [outcome.stdout for outcome in spawned] == ["marker ran\n"]  # the validator did run
     assert rig.state() == before
     assert rig.last_seq() == seq
     assert rig.conn.execute("SELECT count(*) FROM validator_runs").fetchone()[0] == 0
 
     monkeypatch.setattr(machine, "transition", real)
-    answer = rig.service.outcome({"observed": {"marker": str(marker), "ok": True}})
+    answer = rig.service.outcome({"observed": {"ok": True}})
     assert answer["assessment"] == "expected"
     assert len(rig.events("ulysses.outcome")) == 1
 
@@ -554,7 +585,7 @@ def test_two_concurrent_outcomes_make_one_transition(rig: Rig, tmp_path: Path) -
         for _ in range(2)
     ]
     deadline = time.monotonic() + WAIT_SECONDS
-    while len(list(folder.glob("started-*"))) < 2:  # both read the state, both validate
+    while not all(runs_a_cell(p.pid, "waiter.py") for p in processes):  # both read the state
         assert time.monotonic() < deadline, "the validators never started"
         for process in processes:
             assert process.poll() is None, process.communicate()

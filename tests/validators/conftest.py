@@ -1,8 +1,9 @@
 """Fixtures the validator tests share: short clocks, a project with its notebook service,
-a runtime that measures the same everywhere, and a wait for a process to end."""
+a runtime that measures the same everywhere, and waits for processes to end."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -61,3 +62,33 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
 @pytest.fixture
 def gone() -> Callable[..., bool]:
     return _gone
+
+
+def _left_running(token: str, within_s: float = 10.0) -> list[int]:
+    """The processes whose command line still holds ``token`` after waiting at most
+    ``within_s`` for them to end (a zombie has none, so it counts as ended).
+
+    A confined validator sees only its own PID namespace, so it cannot name its processes
+    as this side sees them; what it can name is its run folder, which every process of the
+    run holds on its command line (bubblewrap's binding, the runtime's entrypoint)."""
+    wanted = token.encode()
+    deadline = time.monotonic() + within_s
+    while True:
+        holding = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if wanted in handle.read():
+                        holding.append(int(name))
+            except OSError:
+                continue
+        if not holding or time.monotonic() >= deadline:
+            return holding
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def left_running() -> Callable[..., list[int]]:
+    return _left_running

@@ -228,50 +228,38 @@ def test_a_fail_reason_is_passed_through_whatever_the_exit(settings):
 TRAPPING_CELL = """\
 import os, signal, subprocess, sys, time
 from tb_validate import observed
-record = observed()["record"]
+run_folder = os.environ["ITHACA_RUN_DIR"]
 grandchild = '''
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if sys.argv[2] == "setsid":
     os.setsid()
-with open(sys.argv[1], "a") as handle:
-    handle.write(os.readlink("/proc/self") + "\\\\n")
 print("holding stdout", flush=True)
 time.sleep(60)
 '''
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
-with open(record, "a") as handle:
-    handle.write(os.readlink("/proc/self") + "\\n")
-subprocess.Popen([sys.executable, "-S", "-c", grandchild, record, observed()["mode"]])
+print(run_folder, flush=True)
+subprocess.Popen([sys.executable, "-S", "-c", grandchild, run_folder, observed()["mode"]])
 time.sleep(60)
 """
-
-
-def recorded_pids(path, count):
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        lines = path.read_text().split() if path.exists() else []
-        if len(lines) >= count:
-            return [int(line) for line in lines]
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never held {count} pids")
 
 
 @pytest.mark.parametrize(
     "mode",
     ["same-group", "setsid"],
 )
-def test_a_timeout_ends_the_validator_and_every_descendant(settings, tmp_path, gone, mode):
+def test_a_timeout_ends_the_validator_and_every_descendant(settings, left_running, mode):
+    """Both processes trap SIGTERM and name the run folder on their command lines; the
+    grandchild says it started by holding stdout."""
     if mode == "setsid":
         needs.require("pid_namespace")
     settings["timeout_s"] = 1
-    record = tmp_path / "pids"
-    result = run("python", TRAPPING_CELL, {"record": str(record), "mode": mode}, settings)
+    result = run("python", TRAPPING_CELL, {"mode": mode}, settings)
     assert summary(result) == (False, "malformed_verdict", "timeout")
     assert result["exitCode"] is None
-    assert "holding stdout" in result["stdout"]
-    for pid in recorded_pids(record, 2):
-        assert gone(pid), f"pid {pid} outlived the run"
+    run_folder, *said = result["stdout"].splitlines()
+    assert said == ["holding stdout"]
+    assert left_running(run_folder) == [], "processes of the run outlived it"
 
 
 def test_a_spinning_cell_times_out_at_the_configured_limit_not_its_own(settings):
@@ -321,25 +309,24 @@ def test_descriptor_exhaustion_stops_at_the_limit(settings):
 
 
 @pytest.mark.slow
-def test_a_fork_loop_is_stopped(settings, tmp_path, gone):
+def test_a_fork_loop_is_stopped(settings, left_running):
     """The process limit refuses forks (root is exempt from it, so there the clock ends it),
-    and no child outlives the run."""
+    and no child outlives the run: every child holds the run folder on its command line."""
     settings["timeout_s"] = 1
     settings["limits"]["processes"] = 40
-    record = tmp_path / "children"
     source = PY_PASS + dedent(
-        f"""\
+        """\
         import os, time
+        os.write(1, (os.environ['ITHACA_RUN_DIR'] + '\\n').encode())
         for count in range(200):
             try:
                 pid = os.fork()
             except OSError:
-                fail(f'fork refused after {{count}}')
+                fail(f'fork refused after {count}')
                 break
             if pid == 0:
                 if count < 3:
-                    with open({str(record)!r}, 'a') as handle:
-                        handle.write(os.readlink('/proc/self') + '\\n')
+                    os.write(1, b'child\\n')
                 time.sleep(60)
                 os._exit(0)
         else:
@@ -351,8 +338,9 @@ def test_a_fork_loop_is_stopped(settings, tmp_path, gone):
         assert summary(result) == (False, "malformed_verdict", "timeout")
     else:
         assert result["reason"].startswith("fork refused")
-    for pid in recorded_pids(record, 3):
-        assert gone(pid), f"child {pid} outlived the run"
+    run_folder, *children = result["stdout"].splitlines()
+    assert children == ["child"] * 3
+    assert left_running(run_folder) == [], "children outlived the run"
 
 
 # --- environment, isolation and forged verdicts --------------------------------------------

@@ -9,13 +9,23 @@ from tests import needs
 
 from ithaca.kernel.config import defaults
 from ithaca.kernel.errors import Refused
-from ithaca.validators import sandbox
-from ithaca.validators.sandbox import Isolation
+from ithaca.validators import confine, sandbox
+from ithaca.validators.sandbox import Confinement, Isolation
 
 NOT_ISOLATED = Isolation((), network=False, pid_namespace=False)
 
 
-def run(code, settings, tmp_path, *, timeout_s=2, language="python", require=False, **limits):
+def run(
+    code,
+    settings,
+    tmp_path,
+    *,
+    timeout_s=2,
+    language="python",
+    require=False,
+    confinement=None,
+    **limits,
+):
     chosen = sandbox.resource_limits(language, timeout_s, settings)
     chosen = [
         sandbox.Limit(lim.name, lim.resource, *limits[lim.name]) if lim.name in limits else lim
@@ -30,6 +40,7 @@ def run(code, settings, tmp_path, *, timeout_s=2, language="python", require=Fal
         grace_s=settings["grace_s"],
         max_output_bytes=settings["max_output_bytes"],
         require_network_isolation=require,
+        confinement=confinement,
     )
 
 
@@ -121,6 +132,27 @@ def test_exit_code_output_and_duration_are_reported(settings, tmp_path):
     assert (outcome.exit_code, outcome.signal, outcome.timed_out) == (3, None, False)
     assert (outcome.stdout, outcome.stderr) == ("out\n", "err\n")
     assert outcome.duration_ms >= 0
+
+
+def test_under_bubblewrap_an_exit_code_above_128_is_the_signal_it_stands_for(settings, tmp_path):
+    """bubblewrap exits 128 + n for a child killed by signal n, as a shell does; so does a
+    program that exits 139 itself under it, which then reads as SIGSEGV."""
+    needs.require("bubblewrap")
+    confined = Confinement(confine.prefix(confine.bubblewrap(), str(tmp_path), []))
+    segfault = "import ctypes; ctypes.string_at(0)"
+    outcomes = {
+        (code, bool(confinement)): run(code, settings, tmp_path, confinement=confinement)
+        for code in (segfault, "raise SystemExit(139)", "raise SystemExit(3)")
+        for confinement in (None, confined)
+    }
+    assert {key: (out.exit_code, out.signal) for key, out in outcomes.items()} == {
+        (segfault, False): (None, signal.SIGSEGV),
+        (segfault, True): (None, signal.SIGSEGV),
+        ("raise SystemExit(139)", False): (139, None),
+        ("raise SystemExit(139)", True): (None, signal.SIGSEGV),
+        ("raise SystemExit(3)", False): (3, None),
+        ("raise SystemExit(3)", True): (3, None),
+    }
 
 
 def test_each_stream_keeps_its_first_bytes_and_counts_the_rest(settings, tmp_path):

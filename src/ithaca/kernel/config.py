@@ -66,6 +66,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "path": ((str,), None),  # None: the inherited PATH
         "python_site": ((bool,), False),
         "require_network_isolation": ((bool,), False),
+        "require_filesystem_isolation": ((bool,), True),
         "limits": ((dict,), VALIDATOR_LIMITS),
     },
     "ultragoal": {

@@ -9,7 +9,8 @@ splits the work in two halves:
   the SHA-256 of its canonical JSON) and ``bindings`` (a snapshot pinned to an owner,
   vouched for by a journal event, checked before every run);
 - running: ``runtimes`` (which interpreter, which version), ``sandbox`` (isolation and
-  limits), ``verdict`` (what a run means) and ``runner`` (one run in a fresh folder).
+  limits), ``confine`` (the read-only view of the filesystem), ``verdict`` (what a run
+  means) and ``runner`` (one run in a fresh folder).
 
 The names below load on first use (PEP 562), so importing the package costs nothing.
 """

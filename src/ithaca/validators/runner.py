@@ -2,10 +2,11 @@
 
 The runner lays out a fresh run folder (observed data, the cell as its entrypoint, the
 language's helpers, the notebook's manifests, an empty home and temp), starts the
-runtime in the sandbox, reads the one verdict file that folder can hold and classifies
-the run. The folder is removed whatever happens. The result carries two digests: of the
-observed data, and of the evidence itself (snapshot, observed data, verdict, cause and
-exit code), under which a bound run is stored.
+runtime in the sandbox, confined to a read-only view where only that folder is writable,
+reads the one verdict file that folder can hold and classifies the run. The folder is
+removed whatever happens. The result carries two digests: of the observed data, and of
+the evidence itself (snapshot, observed data, verdict, cause and exit code), under which
+a bound run is stored.
 
 Errors that mean "nothing could be judged" (no runtime, isolation required but missing,
 the system refused to start the process) are raised, never returned as a verdict, so the
@@ -25,7 +26,7 @@ from typing import Any
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput, invalid_field
-from ithaca.validators import runtimes, sandbox, verdict
+from ithaca.validators import confine, runtimes, sandbox, verdict
 from ithaca.validators.snapshot import encode as encode_snapshot
 
 HELPERS = Path(__file__).with_name("helpers")
@@ -54,9 +55,10 @@ def run_snapshot(
     """Run a snapshot on ``observed`` and return its ValidationResult.
 
     ``settings`` is ``config["validators"]``. ``project_root`` is the working folder of
-    probe cells. ``snapshot_hash`` defaults to the snapshot's own digest; ``diagnostics``
-    come first in the result's list. Raises ``VALIDATOR_RUNTIME_MISSING``,
-    ``VALIDATOR_ISOLATION_UNAVAILABLE`` and ``VALIDATOR_SPAWN_FAILED``."""
+    probe cells, whose state and host wiring no cell sees. ``snapshot_hash`` defaults to
+    the snapshot's own digest; ``diagnostics`` come first in the result's list. Raises
+    ``VALIDATOR_RUNTIME_MISSING``, ``VALIDATOR_ISOLATION_UNAVAILABLE`` and
+    ``VALIDATOR_SPAWN_FAILED``."""
     encoded = encode_snapshot(snapshot)
     observed_bytes = canonical_observed(observed)
     language, mode = snapshot["language"], snapshot["mode"]
@@ -68,6 +70,7 @@ def run_snapshot(
         entrypoint = _lay_out(run_folder, snapshot, observed_bytes)
         command = runtimes.command(language, entrypoint, settings)
         probe_root = project_root if mode == "probe" else None
+        confinement, unconfined = confine.confinement(run_folder, project_root, settings)
         outcome = sandbox.execute(
             command,
             env=sandbox.environment(
@@ -79,6 +82,7 @@ def run_snapshot(
             grace_s=settings["grace_s"],
             max_output_bytes=settings["max_output_bytes"],
             require_network_isolation=settings["require_network_isolation"],
+            confinement=confinement,
         )
         found = verdict.read(
             os.path.join(run_folder, "verdict.json"), settings["max_verdict_bytes"]
@@ -103,7 +107,7 @@ def run_snapshot(
         stdout=outcome.stdout,
         stderr=outcome.stderr,
         network_isolated=outcome.network_isolated,
-        diagnostics=[*(diagnostics or []), *outcome.diagnostics],
+        diagnostics=[*(diagnostics or []), *unconfined, *outcome.diagnostics],
     )
 
 

@@ -4,14 +4,16 @@ and the supervision that ends it.
 A validator is code an agent wrote, run to decide whether the agent's step worked, so it
 runs with as little of the machine as the platform allows. Each run gets a fresh private
 folder and an environment built from an allow-list (a secret in the server's environment
-never reaches it). Where ``unshare`` works it runs without network, and in its own PID
-namespace as that namespace's init, so its death takes every descendant with it, even one
-that left the process group. Resource limits come from a ``prlimit`` prefix (set before
-the runtime starts), else ``resource.prlimit`` right after the spawn, else none, which is
-reported. The process gets its own session (``start_new_session``, never ``preexec_fn``:
-the MCP server is threaded), so the whole group can be signalled: SIGTERM when the wall
-clock runs out, SIGKILL after the grace period, and SIGKILL again once the leader has
-ended to catch what it left behind, or as soon as supervision itself fails.
+never reaches it), and sees the filesystem through a ``Confinement`` (``confine``:
+read-only, Ithaca's state out of sight, only the run folder writable). Where ``unshare``
+works it runs without network, and in its own PID namespace as that namespace's init, so
+its death takes every descendant with it, even one that left the process group. Resource
+limits come from a ``prlimit`` prefix (set before the runtime starts), else
+``resource.prlimit`` right after the spawn, else none, which is reported. The process
+gets its own session (``start_new_session``, never ``preexec_fn``: the MCP server is
+threaded), so the whole group can be signalled: SIGTERM when the wall clock runs out,
+SIGKILL after the grace period, and SIGKILL again once the leader has ended to catch
+what it left behind, or as soon as supervision itself fails.
 
 Being a namespace's init has two visible effects. Signals the validator sends itself, and
 a SIGTERM it does not trap, are ignored, so a timed-out validator usually ends with the
@@ -54,6 +56,9 @@ _SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 # util-linux ``unshare --fork`` re-raises its child's fatal signal on itself, except that
 # for SIGKILL it fails and exits 1, complaining about sigprocmask as stderr's last line.
 _UNSHARE_SIGKILL_WORD = b"sigprocmask"
+# A confinement wrapper's exit code for a child killed by signal n: 128 + n, n < NSIG.
+_SHELL_SIGNAL_BASE = 128
+_SHELL_SIGNAL_END = _SHELL_SIGNAL_BASE + signal.NSIG
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,15 @@ class Isolation:
     prefix: tuple[str, ...]
     network: bool
     pid_namespace: bool
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The command prefix that gives a validator its filesystem view (``confine``), run
+    outermost. Like a shell, its wrapper reports a child killed by signal n as exit code
+    128 + n: the outcome reads that back as the signal."""
+
+    prefix: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -218,8 +232,10 @@ def execute(
     grace_s: float,
     max_output_bytes: int,
     require_network_isolation: bool,
+    confinement: Confinement | None = None,
 ) -> Outcome:
-    """Run ``command`` isolated and limited, until it ends or the wall clock runs out.
+    """Run ``command`` isolated, confined and limited, until it ends or the wall clock
+    runs out.
 
     Raises ``VALIDATOR_ISOLATION_UNAVAILABLE`` (network isolation required but missing)
     and ``VALIDATOR_SPAWN_FAILED`` (the system refused to start the process)."""
@@ -240,7 +256,7 @@ def execute(
             }
         )
     prlimit = system_tool("prlimit")
-    prefix = [*isolated.prefix]
+    prefix = [*(confinement.prefix if confinement else ()), *isolated.prefix]
     if prlimit is not None:
         prefix += [prlimit, *(f"--{lim.name}={lim.soft}:{lim.hard}" for lim in limits), "--"]
     try:
@@ -268,7 +284,9 @@ def execute(
                 "it ran without CPU, memory, file or process limits",
             }
         )
-    outcome = _supervise(process, limits, timeout_s, grace_s, max_output_bytes, isolated)
+    outcome = _supervise(
+        process, limits, timeout_s, grace_s, max_output_bytes, isolated, confinement is not None
+    )
     outcome.diagnostics = diagnostics
     return outcome
 
@@ -344,6 +362,7 @@ def _supervise(
     grace_s: float,
     cap: int,
     isolated: Isolation,
+    confined: bool,
 ) -> Outcome:
     assert process.stdout is not None and process.stderr is not None
     stdout, stderr = _Capture(cap), _Capture(cap)
@@ -410,6 +429,8 @@ def _supervise(
         process.stderr.close()
     assert ended_at is not None
     exit_code, signalled, cpu_seconds = _status(reaped)
+    if confined and exit_code is not None and _SHELL_SIGNAL_BASE < exit_code < _SHELL_SIGNAL_END:
+        signalled, exit_code = exit_code - _SHELL_SIGNAL_BASE, None
     process.returncode = -signalled if signalled else exit_code
     if (
         isolated.pid_namespace
