@@ -99,6 +99,9 @@ def test_the_doctor_shows_what_changed_and_how_to_restore_it(installed):
     found = {item["code"]: item["message"] for item in json.loads(report.stdout)["findings"]}
     assert SESSION in found["LOCKDOWN"] and ".ithaca/config.toml" in found["LOCKDOWN"]
     assert "added" in found["PROTECTED_CHANGED"]
+    status = json.loads(ithaca(installed, "status", "--json").stdout)
+    assert [held["session"] for held in status["lockdowns"]] == [SESSION]
+    assert "LOCKDOWN" in ithaca(installed, "status").stdout
 
 
 def test_only_the_user_lifts_it_and_lifting_accepts_the_files_as_they_are(installed, type_ahead):

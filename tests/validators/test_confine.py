@@ -215,3 +215,36 @@ def test_without_bubblewrap_a_run_is_refused_unless_the_user_opted_out(
     assert (result["pass"], result["reason"]) == (True, "wrote")
     assert [d["code"] for d in result["diagnostics"]] == ["filesystem_not_confined"]
     assert written.exists()  # as the diagnostic says: unconfined
+
+
+def _doctor_and_status(root: Path) -> tuple[dict, dict]:
+    import json
+
+    from click.testing import CliRunner
+
+    from ithaca.cli.main import cli
+
+    doctor = CliRunner().invoke(cli, ["--project", str(root), "doctor", "--json"])
+    status = CliRunner().invoke(cli, ["--project", str(root), "status", "--json"])
+    return json.loads(doctor.output), json.loads(status.output)
+
+
+def test_status_and_doctor_say_when_validators_cannot_be_confined(project_dir, no_bubblewrap):
+    doctor, status = _doctor_and_status(project_dir)
+    assert "VALIDATOR_ISOLATION_UNAVAILABLE" in {f["code"] for f in doctor["findings"]}
+    assert status["validators"].startswith("refused")
+    (project_dir / ".ithaca" / "config.toml").write_text(
+        "[validators]\nrequire_filesystem_isolation = false\n"
+    )
+    doctor, status = _doctor_and_status(project_dir)
+    assert "VALIDATORS_UNCONFINED" in {f["code"] for f in doctor["findings"]}
+    assert status["validators"].startswith("UNCONFINED")
+
+
+@needs.bubblewrap
+def test_with_bubblewrap_validators_are_confined_and_the_doctor_is_silent(project_dir):
+    doctor, status = _doctor_and_status(project_dir)
+    assert not {"VALIDATOR_ISOLATION_UNAVAILABLE", "VALIDATORS_UNCONFINED"} & {
+        f["code"] for f in doctor["findings"]
+    }
+    assert status["validators"] == "confined"

@@ -72,6 +72,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
         "ulysses": _ulysses_summary(project.ulysses.status({})),
         "hooksNotRunning": _unhooked_calls(conn),
         "installProfiles": _install_profiles(project.project.state_root),
+        "lockdowns": _lockdowns(conn),
+        "validators": _validator_confinement(project.config),
     }
 
     def render(value: dict[str, Any]) -> None:
@@ -94,6 +96,14 @@ def status(ctx: click.Context, as_json: bool) -> None:
         for host, profile in value["installProfiles"].items():
             line = f"profile {profile}" if profile == "sandboxed" else UNSANDBOXED_NOTE
             out.print(f"  {host:10} {line}", markup=False)
+        for held in value["lockdowns"]:
+            out.print(
+                f"  [bold red]LOCKDOWN[/bold red]   {held['host']} session {held['session']}"
+                f" since {held['enteredAt']}: {held['changes'][0]['path']} changed. Review it"
+                " with `ithaca doctor`, then run `ithaca doctor lift-lockdown`."
+            )
+        if value["validators"] != "confined":
+            out.print(f"  validators {value['validators']}", markup=False)
         for unhooked in value["hooksNotRunning"]:
             out.print(
                 f"  [bold red]hooks      NOT RUNNING for {unhooked['host']}[/bold red]: an MCP"
@@ -110,6 +120,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
             )
 
     show(info, as_json, render)
+
+
+def _lockdowns(conn: Any) -> list[dict[str, Any]]:
+    from ithaca.kernel.lockdown import all_active
+
+    return all_active(conn)
+
+
+def _validator_confinement(settings: dict[str, Any]) -> str:
+    """How validator cells run here: confined, refused or unconfined (docs/ulysses.md)."""
+    from ithaca.validators.confine import bubblewrap
+
+    if bubblewrap() is not None:
+        return "confined"
+    if settings["validators"]["require_filesystem_isolation"]:
+        return "refused: no bubblewrap here, so every validator run is refused"
+    return "UNCONFINED: no bubblewrap, and validators.require_filesystem_isolation = false"
 
 
 def _install_profiles(state_root: Any) -> dict[str, str]:

@@ -36,6 +36,7 @@ PROVIDERS: tuple[str, ...] = (
     "ithaca.ulysses.knowledge:check",
     "ithaca.delivery.doctor:check",
     "ithaca.hosts.effects:check",
+    "ithaca.validators.confine:check",
 )
 
 # Repairs, in order: "module:function" taking (project, conn) and returning what it did.

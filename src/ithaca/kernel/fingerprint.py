@@ -22,10 +22,10 @@ and is the same project. Standard library and light modules only (hook path).
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from ithaca.kernel import config
+from ithaca.kernel.canon import sha256  # not hashlib: OpenSSL costs every hook milliseconds
 from ithaca.kernel.project import RUNTIME_DIR_NAME, Project
 
 TYPE_CHECKING = False
@@ -80,7 +80,7 @@ def signature(project: Project) -> str:
     }
     for name in sorted(paths):
         lines.append(f"{name} {_stat(paths[name])}")
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return sha256("\n".join(lines).encode()).hexdigest()
 
 
 def contents(project: Project) -> dict[str, str | None]:
@@ -129,6 +129,6 @@ def _stat(path: str) -> str:
 def _sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
+            return sha256(handle.read()).hexdigest()
     except OSError:
         return None

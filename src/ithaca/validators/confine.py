@@ -116,3 +116,20 @@ def prefix(bwrap: str, run_folder: str, hidden: list[str]) -> tuple[str, ...]:
             args += ["--ro-bind", "/dev/null", path]
     args += ["--bind", run_folder, run_folder, "--", system_tool("env") or "env", "-u", "PWD"]
     return tuple(args)
+
+
+def check(project: Any, conn: Any) -> list[dict[str, str]]:
+    """The doctor's finding when validators cannot be confined here: every run refused,
+    or, where the user opted out, run unconfined."""
+    from ithaca.kernel.config import load
+
+    if bubblewrap() is not None:
+        return []
+    if load(project.state_root)["validators"]["require_filesystem_isolation"]:
+        message = f"no bubblewrap here, so every validator run is refused: {INSTALL_HINT}"
+        return [
+            {"code": "VALIDATOR_ISOLATION_UNAVAILABLE", "severity": "warning", "message": message}
+        ]
+    return [
+        {"code": "VALIDATORS_UNCONFINED", "severity": "warning", "message": UNCONFINED["message"]}
+    ]
