@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import needs
+from tests.accepted import accept
 
 SESSION = "11111111-1111-4111-8111-111111111111"
 OTHER = "22222222-2222-4222-8222-222222222222"
@@ -199,3 +201,70 @@ def test_what_ithaca_writes_itself_is_accepted(installed):
     assert ithaca(installed, "install", "claude", "--profile", "unsandboxed").returncode == 0
     assert "[LOCKDOWN]" not in touch_file(installed)["text"]
     assert "lockdown.entered" not in journal_kinds(installed)
+
+
+def git(root: Path, *args: str) -> None:
+    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@x"}  # fmt: skip
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={**os.environ, **identity})  # fmt: skip
+
+
+@pytest.fixture
+def two_branches(installed: Path) -> Path:
+    """The team rule committed as v1 on the current branch and as v2 on ``other``."""
+    rule = installed / TEAM_RULE
+    rule.write_text('{"v": 1}')
+    git(installed, "add", "-A")
+    git(installed, "commit", "-qm", "v1")
+    git(installed, "checkout", "-qb", "other")
+    rule.write_text('{"v": 2}')
+    git(installed, "commit", "-qam", "v2")
+    git(installed, "checkout", "-q", "-")
+    accept(installed)
+    return installed
+
+
+@needs.bubblewrap
+def test_a_branch_switch_that_could_not_write_the_team_rules_is_a_change(two_branches):
+    state = str(two_branches / ".ithaca")
+    sandboxed = ["bwrap", "--bind", "/", "/", "--dev", "/dev", "--ro-bind", state, state]
+    done = subprocess.run([*sandboxed, "git", "-C", str(two_branches), "checkout", "other"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert "unable to unlink" in done.stderr and done.returncode == 0  # git says it switched
+    assert (two_branches / TEAM_RULE).read_text() == '{"v": 1}'
+    held = after_shell(two_branches, "git checkout other")
+    assert held["effect"] == "block" and TEAM_RULE in held["text"]
+    assert "left as it was" in held["text"]
+
+
+def test_commits_and_switches_that_keep_the_team_rules_are_not_changes(two_branches):
+    (two_branches / "notes.txt").write_text("work")
+    git(two_branches, "add", "notes.txt")
+    git(two_branches, "commit", "-qm", "work")
+    git(two_branches, "checkout", "-qb", "side")
+    assert "[LOCKDOWN]" not in after_shell(two_branches, "git commit; git checkout -b side")["text"]
+    assert "lockdown.entered" not in journal_kinds(two_branches)
+
+
+def test_a_switch_that_rewrote_the_team_rules_is_a_change(two_branches):
+    git(two_branches, "checkout", "-q", "other")  # the unsandboxed profile: git could write
+    held = after_shell(two_branches, "git checkout other")
+    assert held["effect"] == "block" and f"{TEAM_RULE}: edited" in held["text"]
+
+
+@needs.bubblewrap
+def test_after_a_commit_of_the_team_rules_a_switch_back_that_could_not_write_them_shows(
+    two_branches,
+):
+    git(two_branches, "branch", "old")  # holds v1, as the fingerprint first recorded it
+    (two_branches / TEAM_RULE).write_text('{"v": 3}')
+    accept(two_branches)
+    git(two_branches, "commit", "-qam", "v3")
+    assert "[LOCKDOWN]" not in after_shell(two_branches, "git commit -am v3")["text"]
+    state = str(two_branches / ".ithaca")
+    sandboxed = ["bwrap", "--bind", "/", "/", "--dev", "/dev", "--ro-bind", state, state]
+    subprocess.run([*sandboxed, "git", "-C", str(two_branches), "checkout", "-q", "old"],
+                   capture_output=True)  # fmt: skip
+    held = after_shell(two_branches, "git checkout old")
+    assert held["effect"] == "block" and "left as it was" in held["text"]

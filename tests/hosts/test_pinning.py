@@ -68,3 +68,21 @@ def test_a_worktree_linking_to_the_state_folder_is_the_same_project(project_dir,
     (worktree / ".ithaca").symlink_to(project_dir / ".ithaca")
     decision, reason = pre_tool_use(worktree)
     assert "STATE_ROOT_DISPLACED" not in reason
+
+
+def test_placeholders_the_hosts_sandboxes_leave_are_not_projects(tmp_path, monkeypatch):
+    from ithaca.kernel.project import find_project
+
+    (tmp_path / ".ithaca").mkdir()  # an empty stand-in for a protected path
+    folder = tmp_path / "work"
+    folder.mkdir()
+    assert find_project(folder) is None
+    home = tmp_path / "home"
+    (home / ".ithaca").mkdir(parents=True)
+    (home / ".ithaca" / "config.toml").write_text("")  # the user's own Ithaca settings
+    (home / "scratch").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("ITHACA_HOME")
+    assert find_project(home / "scratch") is None
+    monkeypatch.setenv("ITHACA_HOME", str(tmp_path / "elsewhere"))
+    assert find_project(home / "scratch").root == str(home)  # then it is a state folder

@@ -18,7 +18,7 @@ running at all before they looked (the host's sandbox is the wall for that).
 
 from __future__ import annotations
 
-from ithaca.kernel import anchor, fingerprint, journal, lockdown
+from ithaca.kernel import anchor, fingerprint, git_head, journal, lockdown
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
 TYPE_CHECKING = False
@@ -35,12 +35,19 @@ LIFT = "ithaca doctor lift-lockdown"
 class Seen:
     """What one check found: the changes, and what to record of them."""
 
-    __slots__ = ("changes", "signature", "first")
+    __slots__ = ("changes", "signature", "heads", "first")
 
-    def __init__(self, changes: list[dict[str, str]], signature: str | None, first: bool):
+    def __init__(
+        self,
+        changes: list[dict[str, str]],
+        first: bool,
+        signature: str | None = None,
+        heads: dict[str, str] | None = None,
+    ):
         self.changes = changes
-        self.signature = signature  # a new signature to record (nothing that matters moved)
         self.first = first  # no fingerprint was ever recorded
+        self.signature = signature  # a new signature to record (nothing that matters moved)
+        self.heads = heads or {}  # and what the checked-out commit holds now
 
 
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
@@ -79,7 +86,7 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
             at=ctx.now,
         )
     elif seen.signature is not None:
-        lockdown.resign(conn, seen.signature)
+        lockdown.resign(conn, seen.signature, seen.heads)
     return None
 
 
@@ -90,14 +97,16 @@ def observe(ctx: GateContext) -> Seen:
     found = _journal_cut(project, conn)
     recorded = lockdown.baseline(conn)
     if recorded is None:
-        return Seen(found, None, first=True)
+        return Seen(found, first=True)
     signature = fingerprint.signature(project)
     if signature == recorded[0]:
-        return Seen(found, None, first=False)
+        return Seen(found, first=False)
     from ithaca.hosts import install_wiring  # only when a stat moved
 
+    heads = git_head.blobs(project)
     found += fingerprint.changes(project, recorded[1]) + install_wiring.changes(project)
-    return Seen(found, None if found else signature, first=False)
+    found += git_head.drift(project, recorded[2], heads)
+    return Seen(found, first=False, signature=None if found else signature, heads=heads)
 
 
 def reason(changes: list[dict[str, str]], *, after: bool) -> str:
@@ -152,7 +161,10 @@ def check(project: Any, conn: Any) -> list[dict[str, Any]]:
             }
         )
     recorded = lockdown.baseline(conn)
-    now = fingerprint.changes(project, recorded[1]) if recorded else []
+    now = []
+    if recorded is not None:
+        now = fingerprint.changes(project, recorded[1])
+        now += git_head.drift(project, recorded[2], git_head.blobs(project))
     now += install_wiring.changes(project)
     for item in now + _journal_cut(project, conn):
         findings.append(

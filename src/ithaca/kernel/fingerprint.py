@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from ithaca.kernel import config
+from ithaca.kernel import config, git_head
 from ithaca.kernel.canon import sha256  # not hashlib: OpenSSL costs every hook milliseconds
 from ithaca.kernel.project import RUNTIME_DIR_NAME, Project
 
@@ -80,6 +80,7 @@ def signature(project: Project) -> str:
     }
     for name in sorted(paths):
         lines.append(f"{name} {_stat(paths[name])}")
+    lines += [f"git {path} {_stat(path)}" for path in git_head.head_files(project)]
     return sha256("\n".join(lines).encode()).hexdigest()
 
 

@@ -8,15 +8,16 @@ user lifts it (``ithaca doctor lift-lockdown``, from their own terminal), which 
 the files as they are then: the fingerprint is recorded anew and every lockdown ends,
 with a ``lockdown.lifted`` event.
 
-The accepted fingerprint is one row: the stat signature the hook compares first, and the
-contents the slow path compares when that moved. Ithaca records it itself when it writes
+The accepted fingerprint is one row: the stat signature the hook compares first, the
+contents the slow path compares when that moved, and the blobs the checked-out commit
+held for the team's files (``kernel.git_head``). Ithaca records it itself when it writes
 what it protects (``ithaca init``, ``install``, ``uninstall``, a restore). Standard
 library and light modules only (hook path).
 """
 
 from __future__ import annotations
 
-from ithaca.kernel import canon, fingerprint, ids, journal, lightjson
+from ithaca.kernel import canon, fingerprint, git_head, ids, journal, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ CREATE TABLE effect_baseline (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   signature TEXT NOT NULL,
   contents_json TEXT NOT NULL CHECK (json_valid(contents_json)),
+  heads_json TEXT NOT NULL CHECK (json_valid(heads_json)),
   recorded_at TEXT NOT NULL
 );
 CREATE TABLE lockdowns (
@@ -50,10 +52,12 @@ LIFTED = "lockdown.lifted"
 BASELINED = "effects.baselined"
 
 
-def baseline(conn: sqlite3.Connection) -> tuple[str, dict[str, Any]] | None:
-    """The accepted ``(signature, contents)``; None before any was recorded."""
-    row = conn.execute("SELECT signature, contents_json FROM effect_baseline").fetchone()
-    return None if row is None else (row[0], lightjson.loads(row[1]))
+def baseline(conn: sqlite3.Connection) -> tuple[str, dict[str, Any], dict[str, str]] | None:
+    """The accepted ``(signature, contents, heads)``; None before any was recorded."""
+    row = conn.execute(
+        "SELECT signature, contents_json, heads_json FROM effect_baseline"
+    ).fetchone()
+    return None if row is None else (row[0], lightjson.loads(row[1]), lightjson.loads(row[2]))
 
 
 def record_baseline(
@@ -61,19 +65,30 @@ def record_baseline(
 ) -> None:
     """Accept the protected files as they are now; the caller holds the transaction."""
     contents = fingerprint.contents(project)
+    heads = git_head.blobs(project)
     conn.execute(
-        "INSERT INTO effect_baseline (id, signature, contents_json, recorded_at)"
-        " VALUES (1, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET signature = excluded.signature,"
-        " contents_json = excluded.contents_json, recorded_at = excluded.recorded_at",
-        (fingerprint.signature(project), canon.canonical_text(contents), at),
+        "INSERT INTO effect_baseline (id, signature, contents_json, heads_json, recorded_at)"
+        " VALUES (1, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET signature ="
+        " excluded.signature, contents_json = excluded.contents_json, heads_json ="
+        " excluded.heads_json, recorded_at = excluded.recorded_at",
+        (
+            fingerprint.signature(project),
+            canon.canonical_text(contents),
+            canon.canonical_text(heads),
+            at,
+        ),
     )
     payload = {"reason": reason, "files": sorted(contents)}
     journal.append(conn, actor=actor, kind=BASELINED, subject=None, payload=payload, at=at)
 
 
-def resign(conn: sqlite3.Connection, signature: str) -> None:
-    """Record a new stat signature for contents that did not change."""
-    conn.execute("UPDATE effect_baseline SET signature = ?", (signature,))
+def resign(conn: sqlite3.Connection, signature: str, heads: dict[str, str]) -> None:
+    """Record a new stat signature for contents that did not change, and the blobs the
+    checked-out commit holds now that the working files agree with it."""
+    conn.execute(
+        "UPDATE effect_baseline SET signature = ?, heads_json = ?",
+        (signature, canon.canonical_text(heads)),
+    )
 
 
 def active(conn: sqlite3.Connection, host: str, session_id: str | None) -> dict[str, Any] | None:

@@ -103,11 +103,27 @@ def pinned_project(cwd: str, anchor: str | None) -> tuple[Project | None, str | 
 
 
 def _state_folder(start: str) -> str | None:
-    """The folder holding the ``.ithaca`` entry nearest ``start``."""
+    """The folder holding the ``.ithaca`` state folder nearest ``start``. Not one that is
+    empty, or the user's own settings folder (``~/.ithaca``): the hosts' sandboxes stand
+    empty placeholders for protected paths that do not exist, ``~/.ithaca`` among them,
+    and neither is any project's state."""
+    user_settings = os.environ.get("ITHACA_HOME") or os.path.join(
+        os.path.expanduser("~"), STATE_DIR_NAME
+    )
     for folder in _upwards(os.path.abspath(start)):
-        if os.path.isdir(os.path.join(folder, STATE_DIR_NAME)):
+        candidate = os.path.join(folder, STATE_DIR_NAME)
+        if os.path.isdir(candidate) and _is_state(candidate, user_settings):
             return folder
     return None
+
+
+def _is_state(candidate: str, user_settings: str) -> bool:
+    try:
+        if not os.listdir(candidate):
+            return False
+    except OSError:
+        return False
+    return not (os.path.exists(user_settings) and os.path.samefile(candidate, user_settings))
 
 
 def planned_project(path: str | os.PathLike[str]) -> Project:

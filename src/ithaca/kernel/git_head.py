@@ -1,0 +1,140 @@
+"""The team's tracked files as the checked-out commit holds them: the check for a branch
+switch that half succeeded.
+
+In the sandboxed profile the agent's ``git checkout`` (``switch``, ``reset --hard``, ``stash``)
+cannot write ``.ithaca/``: Git reports "unable to unlink", moves ``HEAD`` anyway and exits 0,
+leaving the team's rule files and configuration as the old commit had them. The effect
+check's fingerprint would see nothing, since the files did not change; what changed is the
+commit they belong to. So the fingerprint also records, for each tracked team file, the
+blob the checked-out commit holds, and the stat of ``HEAD`` and its ref (so that a switch
+or a commit reaches the slow path). A file whose commit now holds another blob than when
+it was recorded, while the working file is not that blob, was left behind by such a
+switch; a file the commit and the working tree agree on is not (a commit of an accepted
+edit, or a switch that wrote it, which the content check then judges).
+
+The fast path is stat calls only; Git runs only when a stat moved, or when the
+fingerprint is recorded. Standard library and light modules only (hook path).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ithaca.kernel.project import Project
+
+TEAM_FILES = ("config.toml", "protocols")  # under the state root, when Git tracks it
+
+
+def head_files(project: Project) -> list[str]:
+    """The files a switch, a reset or a commit rewrites: ``HEAD``, its ref, packed refs."""
+    git_dir = os.path.join(project.work_root, ".git")
+    if os.path.isfile(git_dir):  # a linked worktree: ``gitdir: <path>``
+        try:
+            with open(git_dir, encoding="utf-8") as handle:
+                git_dir = os.path.join(project.work_root, handle.read().split(":", 1)[1].strip())
+        except (OSError, IndexError):
+            return []
+    head = os.path.join(git_dir, "HEAD")
+    found = [head, os.path.join(git_dir, "packed-refs")]
+    try:
+        with open(head, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return found
+    if text.startswith("ref: "):
+        found.append(os.path.join(git_dir, text[5:]))
+    return found
+
+
+def blobs(project: Project) -> dict[str, str]:
+    """``{path: blob id}`` of the team files the checked-out commit holds, the paths
+    relative to the Git top; empty outside Git or when the state root is not in it."""
+    import subprocess
+
+    prefix = _prefix(project)
+    if prefix is None:
+        return {}
+    try:
+        done = subprocess.run(
+            [
+                "git",
+                "-C",
+                project.work_root,
+                "ls-tree",
+                "-r",
+                "HEAD",
+                "--",
+                *(f"{prefix}{name}" for name in TEAM_FILES),
+            ],  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found = {}
+    for line in done.stdout.splitlines() if done.returncode == 0 else []:
+        meta, _, path = line.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "blob" and _team_file(path, prefix):
+            found[path] = parts[2]
+    return found
+
+
+def drift(project: Project, recorded: dict[str, str], now: dict[str, str]) -> list[dict[str, str]]:
+    """The team files a switch left behind: the commit holds another blob (``now``, from
+    ``blobs``) than when ``recorded``, and the working file is not that blob."""
+    from ithaca.kernel.fingerprint import change
+
+    moved = [
+        path for path in sorted(set(recorded) | set(now)) if now.get(path) != recorded.get(path)
+    ]
+    working = _working_blobs(project, moved)
+    return [
+        change(
+            path,
+            "the checked-out commit holds another version, but the file was left as it was"
+            " (a branch switch or reset that could not write it)",
+            f"in your terminal, `git checkout -- {path}` takes the commit's version, or"
+            " switch back",
+        )
+        for path in moved
+        if working.get(path) != now.get(path)
+    ]
+
+
+def _prefix(project: Project) -> str | None:
+    relative = os.path.relpath(project.state_root, project.work_root)
+    if relative.startswith(".."):
+        return None
+    return "" if relative == "." else relative.replace(os.sep, "/") + "/"
+
+
+def _team_file(path: str, prefix: str) -> bool:
+    name = path[len(prefix) :]
+    return name == "config.toml" or (name.startswith("protocols/") and name.endswith(".json"))
+
+
+def _working_blobs(project: Project, paths: list[str]) -> dict[str, str]:
+    """The blob id Git would store for each working file of ``paths`` that exists (its
+    filters applied, as ``git hash-object`` does)."""
+    import subprocess
+
+    present = [path for path in paths if os.path.isfile(os.path.join(project.work_root, path))]
+    if not present:
+        return {}
+    try:
+        done = subprocess.run(
+            ["git", "-C", project.work_root, "hash-object", "--", *present],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    ids = done.stdout.split() if done.returncode == 0 else []
+    return dict(zip(present, ids, strict=False)) if len(ids) == len(present) else {}
