@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from tests.hosts_real.codex_host import CodexHost
 from tests.hosts_real.host import Host
 from tests.hosts_real.scripted import Script
 
@@ -40,3 +41,18 @@ def test_a_change_the_text_guard_missed_locks_the_session(host: Host):
     assert entered[0]["payload"]["changes"][0]["path"] == ".ithaca/config.toml"
     report = json.loads(host.ithaca_cli("doctor", "--json", check=False).stdout)
     assert "LOCKDOWN" in {finding["code"] for finding in report["findings"]}
+
+
+def test_codex_with_the_sandbox_bypassed_still_meets_the_effect_check(codex: CodexHost):
+    """The most permissive choice on Codex replaces the project's permission profile."""
+    run = codex.run(
+        "Relax the rules",
+        Script(
+            main=[*codex.protocols_loaded(), codex.shell(TAMPER), codex.shell("touch notes.txt")]
+        ),
+        "--dangerously-bypass-approvals-and-sandbox",
+    )
+    assert run.exit_code == 0, run.stderr
+    assert "strict = false" in (codex.repo / ".ithaca" / "config.toml").read_text()
+    assert "[LOCKDOWN]" in run.call("shell", given="touch notes.txt").text
+    assert not (codex.repo / "notes.txt").exists()
