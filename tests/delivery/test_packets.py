@@ -51,6 +51,7 @@ def packet(project: Any) -> dict[str, Any]:
     )
     packets.store_blob(project.project, found)
     packets.write_file(project.project, found)
+    packets.make_output_folder(project.project, found)
     return found
 
 

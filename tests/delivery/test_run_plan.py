@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from ithaca.app import IthacaProject
 from ithaca.cli.run_plan_command import run_plan_command
-from ithaca.delivery import processes, run_plan_worker, sessions_acquire
+from ithaca.delivery import processes, run_plan_worker, sessions_acquire, worktrees
 from ithaca.delivery.run_plan import run_plan
 from ithaca.kernel.config import defaults
 from ithaca.kernel.errors import InvalidInput, IthacaError, Refused
@@ -236,8 +236,23 @@ def test_workers_complete_the_plan_into_the_integration_branch(
     assert not (project_dir / "src").exists()  # the user's branch is the user's to merge
     merges = git(project_dir, "log", "--merges", "--format=%s", branch).splitlines()
     assert len(merges) == 3
-    sessions_left = Path(project.project.runtime, "worktrees")
+    sessions_left = Path(project.project.root, ".ithaca-work", "worktrees")
     assert [path.name for path in sessions_left.iterdir()] == ["plan-add-login"]
+    assert not Path(project.project.runtime, "worktrees").exists()
+    assert ".ithaca-work" not in git(project_dir, "status", "--porcelain", "-uall")
+
+
+def test_an_integration_worktree_from_before_the_work_folder_is_used_where_it_is(
+    project, project_dir, change, settings
+):
+    older = worktrees.legacy_path_for(project.project, "plan-add-login")
+    head = worktrees.main_head(project.project)
+    git(project_dir, "worktree", "add", "-q", "-b", "ithaca/plan/add-login", older, head)
+    answer = run(project, settings())
+    assert answer["status"] == "completed"
+    assert answer["run"]["worktree"] == older
+    assert not Path(worktrees.path_for(project.project, "plan-add-login")).exists()
+    assert git(older, "log", "--merges", "--format=%s").count("\n") == 3
 
 
 def test_a_worker_gets_the_reserved_environment_and_no_shell(
@@ -258,7 +273,9 @@ def test_a_worker_gets_the_reserved_environment_and_no_shell(
     assert env["ITHACA_PACKET_DIGEST"] == packet
     assert env["ITHACA_WORKTREE"] == worktree == seen["cwd"]
     assert env["ITHACA_DIR"] == project.project.state_root
-    assert env["ITHACA_OUTPUT_PATH"].endswith(f"sessions/{session_id}/output.json")
+    assert env["ITHACA_OUTPUT_PATH"] == str(
+        Path(project.project.root, ".ithaca-work", "outputs", session_id, "output.json")
+    )
     assert env["REPORT_DIR"]
     assert "SECRET_TOKEN" not in env and "ITHACA_SESSION_ID" not in env
     assert seen["argv"][-1] == NOT_A_SHELL
@@ -338,7 +355,7 @@ def test_an_authority_change_before_spawn_pauses_without_a_failure(
     with db(project) as conn:
         assert conn.execute("SELECT count(*) FROM delivery_sessions").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM delivery_circuits").fetchone()[0] == 0
-    assert [p.name for p in Path(project.project.runtime, "worktrees").iterdir()] == [
+    assert [p.name for p in Path(project.project.work_dir, "worktrees").iterdir()] == [
         "plan-add-login"
     ]
     with pytest.raises(IthacaError) as caught:

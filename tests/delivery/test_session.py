@@ -193,6 +193,32 @@ def test_spawn_leases_the_task_in_a_clean_worktree_linked_to_the_central_state(p
     assert packet.is_file() and answer["packet"]["id"].startswith("wp-")
 
 
+def test_the_worktree_and_output_lie_in_the_work_folder_and_git_status_stays_clean(project, task):
+    root = Path(project.project.root)
+    exclude = root / ".git" / "info" / "exclude"
+    before = exclude.read_text().splitlines()
+    exclude.write_text("\n".join([*before, "# mine", "*.log"]))  # the last line unfinished
+    answer = take(project, session="host-a")
+    sid = answer["session"]["id"]
+    assert Path(answer["worktree"]) == root / ".ithaca-work" / "worktrees" / sid
+    output = Path(answer["packet"]["output_path"])
+    assert output == root / ".ithaca-work" / "outputs" / sid / "output.json"
+    assert output.parent.is_dir() and not output.exists()
+    assert answer["env"]["ITHACA_OUTPUT_PATH"] == str(output)
+    packet = Path(answer["packet"]["path"])
+    assert packet == Path(project.project.runtime) / "sessions" / sid / "packet.json"
+    assert not (Path(project.project.runtime) / "worktrees").exists()
+    output.write_text("{}\n")
+    (Path(answer["worktree"]) / "scratch.txt").write_text("work in progress\n")
+    shown = git(root, "status", "--porcelain", "--untracked-files=all")
+    assert ".ithaca-work" not in shown and ".ithaca/" in shown  # team files still show
+    lines = exclude.read_text().splitlines()
+    assert lines[: len(before) + 2] == [*before, "# mine", "*.log"]
+    assert lines.count("/.ithaca-work/") == 1
+    take(project, "resume", session="host-a")
+    assert exclude.read_text().splitlines().count("/.ithaca-work/") == 1
+
+
 def test_worker_commits_never_contain_ithaca(project, task):
     worktree = Path(take(project)["worktree"])
     (worktree / "src" / "app.py").write_text("print('login')\n")
@@ -208,7 +234,10 @@ def test_a_running_session_allows_writes_to_its_worktree_and_output_only(project
     answer = take(project)
     with db(project) as conn:
         allowed = {path for (path,) in conn.execute("SELECT path FROM write_allowances")}
-    assert allowed == {answer["worktree"], answer["packet"]["output_path"]}
+    assert allowed == {answer["worktree"], str(Path(answer["packet"]["output_path"]).parent)}
+    with db(project) as conn:
+        owners = {owner for (owner,) in conn.execute("SELECT owner FROM write_allowances")}
+    assert owners == {f"delivery:{answer['session']['id']}"}
     call(project, operation="close", session_id=answer["session"]["id"], idempotency_key="c-1")
     with db(project) as conn:
         assert conn.execute("SELECT count(*) FROM write_allowances").fetchone()[0] == 0
@@ -464,6 +493,8 @@ def test_racing_processes_leave_exactly_one_running_session(project, task, workt
             "SELECT id FROM delivery_sessions WHERE status = 'running'"
         ).fetchall()
     assert running == [(winners[0],)]
-    made = Path(project.project.runtime, "worktrees")
+    made = Path(project.project.root, ".ithaca-work", "worktrees")
     found = [path.name for path in made.iterdir()] if made.exists() else []
     assert found == ([winners[0]] if worktree == "create" else [])
+    outputs = Path(project.project.root, ".ithaca-work", "outputs")
+    assert [path.name for path in outputs.iterdir()] == [winners[0]]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ithaca.app import IthacaProject
-from ithaca.delivery import leases, worktrees
+from ithaca.delivery import leases, packets, worktrees
 from ithaca.kernel import ids
 from ithaca.kernel.errors import Conflict
 
@@ -178,30 +178,42 @@ def test_doctor_judges_an_interactive_session_only_by_its_lease(
 # --- doctor: what a crashed spawn left ----------------------------------------------------
 
 
-def test_doctor_removes_a_worktree_and_folder_no_session_owns(
+def test_doctor_removes_worktrees_and_folders_no_session_owns(
     project: IthacaProject, task: str, project_dir: Path
 ) -> None:
     kept = acquire(project, worktree="create")["session"]
     stray = ids.new("ses")
     branch = worktrees.branch_name("T-1", stray)
-    path = worktrees.create(
-        project.project, stray, branch, worktrees.main_head(project.project), link=True
-    )
+    head = worktrees.main_head(project.project)
+    path = worktrees.create(project.project, stray, branch, head, link=True)
+    output = packets.output_folder(project.project, stray)
+    os.makedirs(output)
+    # Where a spawn before the work folder made its worktree, crashed there too.
+    older = ids.new("ses")
+    older_branch = worktrees.branch_name("T-1", older)
+    older_path = worktrees.legacy_path_for(project.project, older)
+    git(project_dir, "worktree", "add", "-q", "-b", older_branch, older_path, head)
     plan_worktree = worktrees.path_for(project.project, "plan-add-login")
     os.makedirs(plan_worktree)
     assert {
-        ("WORKTREE_ORPHANED", f"worktrees/{stray}"),
-        ("SESSION_FOLDER_ORPHANED", f"sessions/{stray}"),
+        ("WORKTREE_ORPHANED", f".ithaca-work/worktrees/{stray}"),
+        ("SESSION_FOLDER_ORPHANED", f".ithaca-work/outputs/{stray}"),
+        ("SESSION_FOLDER_ORPHANED", f".ithaca/.runtime/sessions/{stray}"),
+        ("WORKTREE_ORPHANED", f".ithaca/.runtime/worktrees/{older}"),
     } <= findings(project)
 
     done = repair(project)
 
-    assert f"delivery: removed .runtime/worktrees/{stray}" in done
-    assert not os.path.lexists(path)
+    assert f"delivery: removed .ithaca-work/worktrees/{stray}" in done
+    assert f"delivery: removed .ithaca/.runtime/worktrees/{older}" in done
+    assert not os.path.lexists(path) and not os.path.lexists(older_path)
+    assert not os.path.exists(output)
     assert not os.path.exists(os.path.join(project.project.runtime, "sessions", stray))
-    assert branch not in git(project_dir, "branch", "--list", "ithaca/*")
+    listed = git(project_dir, "branch", "--list", "--format=%(refname:short)", "ithaca/*")
+    assert listed.split() == [kept["branch"]]
     assert stray not in git(project_dir, "worktree", "list")
     assert os.path.isdir(kept["worktree"]) and os.path.isdir(plan_worktree)
+    assert os.path.isdir(packets.output_folder(project.project, kept["id"]))
     assert (Path(project.project.state_root) / "tasks").is_dir()  # the link went first
     assert not {code for code, _ in findings(project)} & {
         "WORKTREE_ORPHANED",

@@ -3,12 +3,14 @@ the central ``.ithaca``, clean, and removed only when nothing would be lost."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ithaca.delivery import worktrees
+from ithaca.hosts import install_sandbox
 from ithaca.kernel.errors import Conflict, Refused
 from ithaca.kernel.project import Project, find_project
 
@@ -59,7 +61,49 @@ def test_a_worker_cannot_stage_the_link(project):
 def test_the_main_checkout_still_sees_new_state_files(project):
     make(project)
     (Path(project.state_root) / "new.json").write_text("{}\n")
-    assert "?? .ithaca/new.json" in git(project.root, "status", "--porcelain")
+    shown = git(project.root, "status", "--porcelain", "--untracked-files=all")
+    assert "?? .ithaca/new.json" in shown and ".ithaca-work" not in shown
+
+
+def test_worktrees_lie_in_the_work_folder_nested_in_the_checkout(project):
+    path = make(project)
+    assert path == Path(project.root, ".ithaca-work", "worktrees", "ses_1")
+    assert str(path) in git(project.root, "worktree", "list")
+    assert not Path(project.runtime, "worktrees").exists()
+    assert Path(project.runtime, "sessions", "ses_1", "exclude").is_file()  # Ithaca's, kept
+
+
+def test_the_work_folder_is_excluded_once_beside_the_installs_block(project):
+    exclude = Path(project.root, ".git", "info", "exclude")
+    before = exclude.read_text()
+    exclude.write_text(before + install_sandbox.EXCLUDE_BLOCK + "\n")
+    make(project)
+    make(project, "plan-add-login", link=False)
+    text = exclude.read_text()
+    assert text.startswith(before + install_sandbox.EXCLUDE_BLOCK + "\n")
+    assert text.splitlines().count("/.ithaca-work/") == 1
+    assert worktrees.WORK_EXCLUDE_MARKER in text
+    uninstalled = install_sandbox.without_exclusions(text)  # the install takes its block back
+    assert "/.ithaca-work/" in uninstalled.splitlines()
+    assert install_sandbox.excluded(uninstalled).count("/.ithaca-work/") == 1
+
+
+def test_a_repository_without_an_exclude_file_gets_one(project):
+    info = Path(project.root, ".git", "info")
+    for child in info.iterdir():
+        child.unlink()
+    info.rmdir()
+    make(project)
+    assert (info / "exclude").read_text().splitlines()[-1] == "/.ithaca-work/"
+    assert ".ithaca-work" not in git(project.root, "status", "--porcelain", "-uall")
+
+
+def test_a_work_folder_that_is_a_symlink_is_refused(project):
+    os.symlink(project.runtime, os.path.join(project.root, ".ithaca-work"))
+    with pytest.raises(Conflict) as caught:
+        make(project)
+    assert caught.value.code == "WORKTREE_UNSAFE"
+    assert not Path(project.runtime, "worktrees").exists()
 
 
 def test_an_integration_worktree_has_no_link(project):

@@ -292,3 +292,29 @@ def test_a_variable_set_to_the_state_folder_is_followed(project_dir, ctx, comman
 )
 def test_reads_of_state_and_unrelated_interpreter_calls_pass(project_dir, ctx, command):
     assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "abstain"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo x > "$PWD/.ithaca-work/outputs/ses_1/output.json"',
+        "D=.ithaca-work/outputs; cp a.json $D/ses_1/",
+        'python3 -c \'open(".ithaca-work/outputs/ses_1/output.json", "w")\'',
+    ],
+)
+def test_the_work_folder_is_not_the_state_folder(project_dir, ctx, command):
+    # Whose folder in .ithaca-work/ it is, is the delivery gate's to say.
+    assert decide(_call(project_dir, "Bash", {"command": command}), ctx).effect == "abstain"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'rm -rf "$PWD/.ithaca-work/../.ithaca"',
+        "D=.ithaca-work/../.ithaca; rm -rf $D",
+        "python3 -c 'import shutil; shutil.rmtree(\".ithaca-work/../.ithaca\")'",
+    ],
+)
+def test_the_state_folder_named_beside_the_work_folder_is_still_denied(project_dir, ctx, command):
+    opinion = decide(_call(project_dir, "Bash", {"command": command}), ctx)
+    assert (opinion.effect, opinion.code) == ("deny", "STATE_WRITE_DENIED")

@@ -7,8 +7,11 @@ check compares the two: every registered file against its digest (``FILE_DIGEST_
 writer left (``RECOVERY_PENDING``), running sessions nobody can still be running
 (``LEASE_ORPHANED``: the Ithaca-launched worker died, or the lease ran out more than two
 TTLs ago), tasks in progress with no session to finish them, and the worktrees and
-session folders a spawn that crashed before its commit left behind
-(``WORKTREE_ORPHANED``, ``SESSION_FOLDER_ORPHANED``), a team ledger gone since this
+session folders no session row names, which a spawn that crashed before its commit left
+behind (``WORKTREE_ORPHANED``: ``.ithaca-work/worktrees/<sid>/``, or
+``.ithaca/.runtime/worktrees/<sid>/`` where worktrees lay before the work folder;
+``SESSION_FOLDER_ORPHANED``: ``.ithaca/.runtime/sessions/<sid>/`` and
+``.ithaca-work/outputs/<sid>/``), a team ledger gone since this
 checkout last synced (``LEDGER_MISSING``) and a Git repository whose config lacks the
 ledger's merge driver (``MERGE_DRIVER_MISSING``: clones do not copy it). Checking reads
 only; changed files are reported, never repaired: only their author knows which side is
@@ -44,6 +47,7 @@ from ithaca.delivery import (
     checkpoints,
     layout,
     leases,
+    packets,
     processes,
     registry,
     sessions_close,
@@ -74,8 +78,15 @@ TRACKED_PLANES = ("specs", "decisions", "docs/research", "changes", "reports/tem
 ARCHIVE_DATE_LENGTH = len("2026-01-01-")
 # A running session whose lease ran out this many TTLs ago has no owner left.
 ORPHANED_AFTER_TTLS = 2
-# The runtime folders a spawn fills before its session row exists, one entry per session.
-SESSION_PLACES = (("worktrees", "WORKTREE_ORPHANED"), ("sessions", "SESSION_FOLDER_ORPHANED"))
+# The folders holding one entry per session, which a spawn fills before its session row
+# exists: in the work folder (``work``) or in ``.runtime/`` (``runtime``), with the code
+# of a leftover. ``runtime``'s ``worktrees`` is where worktrees lay before the work folder.
+SESSION_PLACES = (
+    ("work", worktrees.WORKTREES, "WORKTREE_ORPHANED"),
+    ("work", packets.OUTPUTS, "SESSION_FOLDER_ORPHANED"),
+    ("runtime", packets.SESSIONS, "SESSION_FOLDER_ORPHANED"),
+    ("runtime", worktrees.WORKTREES, "WORKTREE_ORPHANED"),
+)
 
 Finding = dict[str, Any]
 
@@ -249,7 +260,7 @@ def _leftover_findings(project: Project, conn: sqlite3.Connection) -> list[Findi
         _finding(
             code,
             "warning",
-            f".runtime/{path} belongs to no session (a spawn crashed before it committed);"
+            f"{path} belongs to no session (a spawn crashed before it committed);"
             " `ithaca doctor --repair` removes it",
             path,
         )
@@ -258,19 +269,26 @@ def _leftover_findings(project: Project, conn: sqlite3.Connection) -> list[Findi
 
 
 def leftovers(project: Project, conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """Session worktrees and folders under ``.runtime/`` no session row names:
-    ``(runtime-relative path, finding code)``. The integration worktrees of run-plan
-    (``plan-<change>``) are not session places and are never listed."""
+    """Session worktrees and folders no session row names (``SESSION_PLACES``):
+    ``(path relative to the project root, finding code)``. The integration worktrees of
+    run-plan (``plan-<change>``) are not session places and are never listed."""
     known = {row[0] for row in conn.execute("SELECT id FROM delivery_sessions")}
+    root = os.path.realpath(project.root)
     found = []
-    for folder, code in SESSION_PLACES:
-        top = os.path.join(project.runtime, folder)
-        names = sorted(os.listdir(top)) if os.path.isdir(top) else []
-        for name in names:
+    for base, folder, code in SESSION_PLACES:
+        top = (
+            worktrees.work_path(project, folder)
+            if base == "work"
+            else os.path.join(project.runtime, folder)
+        )
+        if os.path.islink(top) or not os.path.isdir(top):
+            continue
+        for name in sorted(os.listdir(top)):
             if name in known or not ids.matches("ses", name):
                 continue
-            if stat.S_ISDIR(os.lstat(os.path.join(top, name)).st_mode):
-                found.append((f"{folder}/{name}", code))
+            full = os.path.join(top, name)
+            if stat.S_ISDIR(os.lstat(full).st_mode):
+                found.append((os.path.relpath(full, root).replace(os.sep, "/"), code))
     return found
 
 
@@ -382,7 +400,7 @@ def _remove_leftovers(project: Project, conn: sqlite3.Connection) -> list[str]:
     with worktrees.creation_lock(project):
         found = leftovers(project, conn)
         for path, code in found:
-            full = os.path.join(project.runtime, path)
+            full = os.path.join(os.path.realpath(project.root), path)
             if code == "WORKTREE_ORPHANED":
                 _discard_worktree(project, full, os.path.basename(path))
             else:
@@ -391,7 +409,7 @@ def _remove_leftovers(project: Project, conn: sqlite3.Connection) -> list[str]:
         return []
     with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
         _repaired(tx, "leftovers", {"removed": [path for path, _ in found]})
-    return [f"delivery: removed .runtime/{path}" for path, _ in found]
+    return [f"delivery: removed {path}" for path, _ in found]
 
 
 def _discard_worktree(project: Project, path: str, session_id: str) -> None:

@@ -18,6 +18,25 @@ command: a command naming a managed file, as a write target or any argument, is 
 unless it is read-only or a Git operation that merges or records (the merge driver keeps
 the ledger whole).
 
+PreToolUse also keeps each execution session's places its own. The work folder
+``.ithaca-work/`` holds one worktree (``worktrees/<sid>/``, and run-plan's
+``worktrees/plan-<change>/``) and one output folder (``outputs/<sid>/``) per session; a
+session's write allowances (``write_allowances`` rows owned by ``delivery:<sid>``) are
+its worktree and its output. A write there — a file tool's target or a shell write
+target, as the classifier reports it — is allowed only inside an allowance of a session
+acting for this call (below); anything else there is ``SESSION_WRITE_DENIED``, naming
+whose folder it is. A target the shell decides (``$X/…``) is judged by the literal part
+after ``.ithaca-work/`` when it names one, else where the call stands when that is in
+the work folder; a glob by the folder it starts in (``..`` after it followed); an
+existing symlink by itself and by where it leads. The same ownership holds for the
+allowances the kernel guard honours under ``.ithaca/`` (the places of sessions from
+before the work folder): this gate registers ``acting_holders`` with
+``ithaca.kernel.allowances``, and the guard counts a ``delivery:<sid>`` allowance only
+when ``<sid>`` acts for the call. The kernel asks through that registry and never
+imports delivery; the dispatcher imports every gate before it asks any, so the
+registration is in place. These checks read the call's text, like the guard: an inline
+script (``python -c``) that writes there is not seen.
+
 PostToolUse and Stop (and PreCompact): the acting execution session's lease is renewed
 (``leases.renew``), at most once a minute, so an interactive session that keeps working
 keeps its task past the 30-minute TTL. The acting sessions are the one named by
@@ -39,9 +58,10 @@ import os
 import sys
 
 from ithaca.delivery import leases
-from ithaca.kernel import ids
+from ithaca.kernel import allowances, ids
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
-from ithaca.kernel.project import STATE_DIR_NAME
+from ithaca.kernel.globmatch import fnmatchcase
+from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -115,6 +135,7 @@ _WORKTREES = (
     "SELECT id, worktree_path FROM delivery_sessions"
     " WHERE status = 'running' AND worktree_path IS NOT NULL ORDER BY id"
 )
+_SESSION = "SELECT task_id, status FROM delivery_sessions WHERE id = ?"
 _UNBOUND = (
     "SELECT 1 FROM delivery_sessions WHERE id = ? AND status = 'running'"
     " AND host_session_id IS NULL"
@@ -131,7 +152,7 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.event == "SessionStart":
         return _session_start(ctx)
     if ctx.event == "PreToolUse" and call is not None:
-        return _managed_files(call, ctx)
+        return _session_places(call, ctx) or _managed_files(call, ctx)
     if ctx.event == "PreCompact":
         _prepare_snapshot(ctx)
     if ctx.event in HEARTBEAT_EVENTS and ctx.conn is not None:
@@ -304,6 +325,17 @@ def _acting_sessions(ctx: GateContext, conn: sqlite3.Connection) -> list[str]:
     return []
 
 
+def acting_holders(ctx: GateContext) -> list[str]:
+    """The execution sessions acting for this hook call: the holders whose allowances
+    count for it (registered with ``ithaca.kernel.allowances``)."""
+    if ctx.conn is None:
+        return []
+    return _acting_sessions(ctx, ctx.conn)
+
+
+allowances.register(NAME, acting_holders)
+
+
 def _acquired_sessions(ctx: GateContext) -> list[str]:
     """The session ids named in the answer to an Ithaca ``session acquire`` call."""
     if ctx.event != "PostToolUse" or not _is_acquire(ctx.payload):
@@ -362,6 +394,113 @@ def _renew(ctx: GateContext, conn: sqlite3.Connection, bind: list[str], beat: li
         conn.execute("ROLLBACK TO delivery_leases")
         print(f"Ithaca delivery: the session heartbeat failed: {exc}", file=sys.stderr)
     conn.execute("RELEASE delivery_leases")
+
+
+# ---- the sessions' places ------------------------------------------------------------
+
+_SHELL_DECIDED = ("$", "`")
+_GLOB = ("*", "?", "[")
+_ANY_DECIDED = (*_SHELL_DECIDED, *_GLOB)
+SESSION_WRITE_DENIED = "SESSION_WRITE_DENIED"
+
+
+def _session_places(call: Call, ctx: GateContext) -> Opinion | None:
+    """Deny a write into the work folder outside the places of the sessions acting for
+    this call; None when every target is elsewhere or allowed."""
+    assert ctx.project is not None
+    work = ctx.project.work_dir
+    allowed: list[str] | None = None
+    for target in call.write_targets:
+        for reach in _work_reaches(target, call.cwd, ctx.project.root, work):
+            if allowed is None:
+                allowed = allowances.counted(ctx)
+            if not any(_inside(reach, place) for place in allowed):
+                why = _not_yours(target, reach, work, ctx)
+                return Opinion("deny", SESSION_WRITE_DENIED, why)
+    return None
+
+
+def _work_reaches(target: str, cwd: str, root: str, work: str) -> list[str]:
+    """The places in the work folder that ``target`` may write: a path, or the folder a
+    glob or an unknown part could spread over, and for an existing symlink also where it
+    leads (writing through it writes there); none when it lies outside the work folder."""
+    here = os.path.realpath(cwd) if cwd else root
+    if _decided(target, _SHELL_DECIDED):
+        named = target.rfind(WORK_DIR_NAME)
+        if named < 0:
+            return [here] if _inside(here, work) else []
+        path = work + target[named + len(WORK_DIR_NAME) :]
+    elif _decided(target, _GLOB):
+        path = os.path.join(here, target)  # kept as written: the shell expands it in cwd
+    else:
+        path = os.path.join(root, target)
+        if os.path.islink(path):  # the link itself, and where it leads
+            found = (_reach(path, work), _reach(os.path.realpath(path), work))
+            return [place for place in found if place is not None]
+    reach = _reach(path, work)
+    return [] if reach is None else [reach]
+
+
+def _reach(path: str, work: str) -> str | None:
+    """The place in the work folder an absolute ``path`` may write, None when outside.
+
+    ``..`` is followed component by component: after a glob component it climbs one level
+    (a glob never spans a ``/``), after a substitution it may climb anywhere below the
+    work folder, since it was named. The place is the path's literal part, up to its
+    first glob or substitution."""
+    kept: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part != "..":
+            kept.append(part)
+        elif any(_decided(found, _SHELL_DECIDED) for found in kept):
+            return work
+        elif kept:
+            kept.pop()
+    cut = next((i for i, part in enumerate(kept) if _decided(part, _ANY_DECIDED)), len(kept))
+    literal = "/" + "/".join(kept[:cut])
+    if cut < len(kept) and literal == os.path.dirname(work):
+        first = kept[cut]
+        if first.startswith(".") and fnmatchcase(WORK_DIR_NAME, first):
+            return work  # `.ithaca-w*`: the whole work folder
+    return literal if _inside(literal, work) else None
+
+
+def _decided(part: str, marks: tuple[str, ...]) -> bool:
+    return any(mark in part for mark in marks)
+
+
+def _not_yours(target: str, reach: str, work: str, ctx: GateContext) -> str:
+    parts = os.path.relpath(reach, work).split(os.sep)
+    kind = {"worktrees": "worktree", "outputs": "output folder"}.get(parts[0])
+    name = parts[1] if kind is not None and len(parts) > 1 else None
+    ours = "a host session writes only in the worktree and output folder of the execution"
+    ours += " session it works in"
+    if name is not None and name.startswith("plan-") and kind == "worktree":
+        return (
+            f"Ithaca delivery: {target} is in the integration worktree of run-plan for change"
+            f" {name[len('plan-') :]}, which only `ithaca run-plan` writes; {ours}."
+        )
+    row = None
+    if name is not None and ids.matches("ses", name) and ctx.conn is not None:
+        row = ctx.conn.execute(_SESSION, (name,)).fetchone()
+    if row is not None:
+        return (
+            f"Ithaca delivery: {target} is in the {kind} of execution session {name} (task"
+            f" {row[0]}, {row[1]}), which does not act for this call: {ours}. Work on your own"
+            " task (`session admission`, then `session acquire`), or ask the user."
+        )
+    return (
+        f"Ithaca delivery: {target} reaches into {WORK_DIR_NAME}/, where Ithaca keeps each"
+        " execution session's worktree and output folder, and no session acting for this call"
+        " owns it;"
+        f" {ours} (`session acquire` gives them)."
+    )
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 # ---- managed files -------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 A packet names exactly what a worker may rely on — the task contract, the change, the
 Context Envelope snapshot, the accepted decisions, the Git boundary, the evidence — and
-where its result goes: ``output.path`` (``sessions/<sid>/output.json``, the one path an
-agent may write under ``.ithaca/``) checked against ``output.schema``. The worker echoes
+where its result goes: ``output.path`` (``.ithaca-work/outputs/<sid>/output.json``, in
+the work folder the worker may write, outside ``.ithaca/``; a session started before the
+move keeps ``.runtime/sessions/<sid>/output.json``, which its packet names) checked
+against ``output.schema``. The worker echoes
 the packet's digest when it completes the task, so a completion always says which
 handoff it answers; a worker never writes the database or accepts its own result.
 
@@ -21,7 +23,7 @@ import json
 import os
 from typing import Any
 
-from ithaca.delivery import documents, registry, templates
+from ithaca.delivery import documents, registry, templates, worktrees
 from ithaca.delivery.contract import validation_error
 from ithaca.delivery.schemas.dialect import check
 from ithaca.kernel import canon
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 SCHEMA = "ithaca.worker-packet/1"
 ROLE = "worker"
 SESSIONS = "sessions"
+OUTPUTS = "outputs"
 PACKET_FILE = "packet.json"
 OUTPUT_FILE = "output.json"
 MAX_OUTPUT_BYTES = 1024 * 1024
@@ -48,9 +51,33 @@ def session_folder(project: Project, session_id: str) -> str:
     return os.path.join(os.path.realpath(project.runtime), SESSIONS, session_id)
 
 
+def output_folder(project: Project, session_id: str) -> str:
+    """``.ithaca-work/outputs/<sid>``: the folder the session's worker writes its output in."""
+    return worktrees.work_path(project, OUTPUTS, session_id)
+
+
 def output_path(project: Project, session_id: str) -> str:
     """The absolute real path of the session's output file."""
-    return os.path.join(session_folder(project, session_id), OUTPUT_FILE)
+    return os.path.join(output_folder(project, session_id), OUTPUT_FILE)
+
+
+def make_output_folder(project: Project, packet: Packet) -> None:
+    """Make the folder of the packet's output file when it is the session's own output
+    folder (a packet from before the move names a file in the session folder)."""
+    folder = output_folder(project, packet["session_id"])
+    if os.path.dirname(packet["output"]["path"]) == folder:
+        worktrees.work_folder(project, OUTPUTS, packet["session_id"])
+
+
+def write_output(project: Project, packet: Packet, body: bytes) -> None:
+    """Write a given ``data.output`` to the packet's output path, confined to the project
+    (or to the session folder, for a packet from before the move)."""
+    path = packet["output"]["path"]
+    root = os.path.realpath(project.root)
+    if path.startswith(worktrees.work_path(project) + os.sep):
+        write_atomic(root, os.path.relpath(path, root), body)
+    else:
+        write_atomic(session_folder(project, packet["session_id"]), OUTPUT_FILE, body)
 
 
 def packet_path(project: Project, session_id: str) -> str:

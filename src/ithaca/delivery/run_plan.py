@@ -6,8 +6,9 @@ checkpoint, and only while the plan's contract digests still match the tasks
 (``WORKER_NOT_CONFIGURED``; see ``run_plan_config``).
 
 Work is merged into an integration branch ``ithaca/plan/<change>``, started at the main
-HEAD in its own worktree (``worktrees/plan-<change>/``, sparse like a session's, with no
-``.ithaca`` link); merging that branch into the user's branch is left to the user. Wave
+HEAD in its own worktree (``.ithaca-work/worktrees/plan-<change>/``, sparse like a
+session's, with no ``.ithaca`` link; one an older run made under ``.runtime/worktrees/``
+is used where it is); merging that branch into the user's branch is left to the user. Wave
 by wave, each open task is admitted and skipped with a recorded reason when its circuit
 is open, another session holds it, it is blocked or its dependencies are unfinished;
 otherwise a session is acquired from the integration branch (pinned to the contract the
@@ -91,7 +92,7 @@ def run_plan(
     worktrees.require_git()
     base = worktrees.main_head(project)
     branch = f"ithaca/plan/{change_id}"
-    existed = os.path.isdir(worktrees.path_for(project, f"plan-{change_id}"))
+    existed = _existing_integration(project, change_id) is not None
     integration = _integration_worktree(project, change_id, branch, base)
     try:
         run, how = run_plan_runs.begin(
@@ -141,10 +142,20 @@ def accepted_plan(conn: sqlite3.Connection, project: Project, change_id: str) ->
 
 
 def _integration_worktree(project: Project, change_id: str, branch: str, base: str) -> str:
-    path = worktrees.path_for(project, f"plan-{change_id}")
-    if os.path.isdir(path):
-        return path
+    existing = _existing_integration(project, change_id)
+    if existing is not None:
+        return existing
     return worktrees.create(project, f"plan-{change_id}", branch, base, link=False)
+
+
+def _existing_integration(project: Project, change_id: str) -> str | None:
+    """The change's integration worktree when it exists: in the work folder, or where a
+    run from before the work folder made it (``.runtime/worktrees/``), which stays."""
+    name = f"plan-{change_id}"
+    for path in (worktrees.path_for(project, name), worktrees.legacy_path_for(project, name)):
+        if os.path.isdir(path):
+            return path
+    return None
 
 
 def _dry_run(

@@ -21,9 +21,12 @@ stops the owner's process when Ithaca launched it.
   writes get ``LEASE_LOST``.
 
 ``packet.json`` is written after the commit: the blob is the authority, the file the
-worker's copy. A run-plan acquire pins the contract digest its plan selected; when the
-task's contract changed meanwhile the acquire stops with ``AUTHORITY_CHANGED`` and
-nothing is kept.
+worker's copy; the output folder (``.ithaca-work/outputs/<sid>/``) is made then too, so
+a folder there always belongs to a session row. The session's write allowances are its
+worktree and that output folder, owned by ``delivery:<sid>``: only a host call the
+session acts for may use them (``ithaca.delivery.gate``). A run-plan acquire pins the
+contract digest its plan selected; when the task's contract changed meanwhile the
+acquire stops with ``AUTHORITY_CHANGED`` and nothing is kept.
 """
 
 from __future__ import annotations
@@ -258,6 +261,7 @@ def _start_session(
         shutil.rmtree(packets.session_folder(project, session_id), ignore_errors=True)
         raise
     packets.write_file(project, packet)
+    packets.make_output_folder(project, packet)
     return answer
 
 
@@ -296,7 +300,7 @@ def _commit_start(
     sessions_rows.assign_packet(tx, packet, task["id"])
     if task["status"] != "in_progress":
         _set_in_progress(tx, task)
-    sessions_rows.allow_writes(tx, row["id"], _allowed_paths(row, packet))
+    sessions_rows.allow_writes(tx, row["id"], _allowed_paths(project, row, packet))
     kind = "delivery.session_spawned" if adopted is None else "delivery.session_taken_over"
     seq = journal.append(
         tx,
@@ -384,7 +388,7 @@ def _resume(
                 (clock.now(), row["id"]),
             )
             sessions_rows.assign_packet(tx, packet, row["task_id"])
-        sessions_rows.allow_writes(tx, row["id"], _allowed_paths(row, packet))
+        sessions_rows.allow_writes(tx, row["id"], _allowed_paths(project, row, packet))
         seq = journal.append(
             tx,
             actor=request.actor,
@@ -404,6 +408,7 @@ def _resume(
         if guard is not None:
             guard.seal(tx, answer)
     packets.write_file(project, packet)
+    packets.make_output_folder(project, packet)
     return answer
 
 
@@ -472,8 +477,12 @@ def _set_in_progress(tx: sqlite3.Connection, task: Row) -> None:
         raise Stale(task["id"])
 
 
-def _allowed_paths(row: Row, packet: dict[str, Any]) -> list[str]:
-    paths = [packet["output"]["path"]]
+def _allowed_paths(project: Project, row: Row, packet: dict[str, Any]) -> list[str]:
+    """The session's worktree and its output folder (for a packet from before the work
+    folder, only its output file: the session folder around it is Ithaca's)."""
+    output = packet["output"]["path"]
+    folder = packets.output_folder(project, row["id"])
+    paths = [folder if os.path.dirname(output) == folder else output]
     if row["worktree_path"] is not None:
         paths.append(row["worktree_path"])
     return paths

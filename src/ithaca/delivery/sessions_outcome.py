@@ -44,7 +44,6 @@ from ithaca.delivery.sessions_close import end_session
 from ithaca.delivery.units import Outcome, Plan, Stale, TrackedWrite, Units
 from ithaca.kernel import canon, clock, config, ids, journal
 from ithaca.kernel.errors import Conflict, Refused
-from ithaca.kernel.files import write_atomic
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -214,9 +213,7 @@ def _complete(conn: sqlite3.Connection, project: Project, data: dict[str, Any]) 
 
     plan = Plan("task_outcome.complete", commit, (copy,), [])
     if "output" in data:
-        plan.before = lambda: write_atomic(
-            packets.session_folder(project, session["id"]), packets.OUTPUT_FILE, body
-        )
+        plan.before = lambda: packets.write_output(project, packet, body)
     return plan
 
 

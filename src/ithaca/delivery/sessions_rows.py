@@ -3,10 +3,12 @@ session holds.
 
 Every session service (admission, acquire, heartbeat, close, task outcomes, run-plan)
 reads rows through here, so a row always means the same thing. A running session allows
-its agent two writes the kernel guard would otherwise deny under ``.ithaca/`` (DESIGN,
-kernel contract 3): its worktree and its packet's output file. The allowances are rows
-of the kernel's ``write_allowances`` owned by ``delivery:<sid>``, written and removed in
-the same transaction as the session's status.
+its agent two places (DESIGN, kernel contract 3): its worktree and its output folder,
+both in the work folder ``.ithaca-work/`` (a session from before the work folder: its
+worktree and its output file under ``.ithaca/.runtime/``, which the kernel guard would
+otherwise deny). The allowances are rows of the kernel's ``write_allowances`` owned by
+``delivery:<sid>``, written and removed in the same transaction as the session's
+status; they count only for a hook call the session acts for (``ithaca.delivery.gate``).
 """
 
 from __future__ import annotations

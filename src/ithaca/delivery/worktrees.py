@@ -1,13 +1,25 @@
 """One Git worktree per execution session, bound to the one central ``.ithaca`` (§9.2).
 
-A session works in ``.ithaca/.runtime/worktrees/<sid>/`` on its own branch, so parallel
-workers never share a checkout. Its ``.ithaca`` is a symlink to the central state root:
+A session works in ``.ithaca-work/worktrees/<sid>/`` (the project's work folder,
+``Project.work_dir``) on its own branch, so parallel workers never share a checkout.
+The work folder lies outside ``.ithaca/`` because the agent and its worker write there,
+while a sandboxed install keeps ``.ithaca/`` read-only to the agent's shell; only Ithaca
+writes what stays under ``.runtime/`` (``sessions/<sid>/``: the packet, the excludes file,
+the worker's log; the lock). Whose folder is whose is the delivery gate's to enforce
+(``ithaca.delivery.gate``). The main checkout never shows the work folder: the first
+folder made there adds ``/.ithaca-work/`` to the repository's ``.git/info/exclude``
+(local, never committed) on a line of its own under Ithaca's marker
+(``exclude_work_dir``); Git is fine with worktrees nested in the checkout that owns
+them. Sessions started before the move keep the path their row records, under
+``.ithaca/.runtime/worktrees/`` (``legacy_path_for``): nothing is moved.
+
+Its ``.ithaca`` is a symlink to the central state root:
 every Ithaca command run there reaches the same store. Git must never see that link nor
 the tracked ``.ithaca/`` files through it, so the worktree checks out everything except
 ``/.ithaca/`` (sparse, no cone) and ignores ``/.ithaca`` through a per-worktree excludes
 file (``sessions/<sid>/exclude``: that line plus the user's global excludes). The main
-checkout's own ignore rules stay untouched, so new team files under ``.ithaca/`` stay
-visible there, and a worker's commits cannot contain ``.ithaca/``.
+checkout's own ignore rules stay untouched apart from that one line, so new team files
+under ``.ithaca/`` stay visible there, and a worker's commits cannot contain ``.ithaca/``.
 
 A worktree is only handed out when ``git status --porcelain`` is empty in it and Git
 ignores the link; otherwise it is rolled back and the acquire fails with
@@ -31,8 +43,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ithaca.kernel.errors import Conflict, Refused
-from ithaca.kernel.files import write_atomic
-from ithaca.kernel.project import STATE_DIR_NAME, Project
+from ithaca.kernel.files import make_folders, write_atomic
+from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME, Project, git_top
 
 MIN_GIT = (2, 36)
 GIT_TIMEOUT_S = 120
@@ -40,6 +52,9 @@ WORKTREES = "worktrees"
 SESSIONS = "sessions"
 EXCLUDE_LINE = "/.ithaca"
 LOCK_NAME = "worktrees.lock"
+# The main checkout's line for the work folder in ``.git/info/exclude``, under a marker
+# of its own (the install's block of sandbox stand-ins is another one, left alone).
+WORK_EXCLUDE_MARKER = "# ithaca: the session worktrees and outputs (local work folder)"
 
 
 class GitFailed(Exception):
@@ -118,7 +133,67 @@ def branch_name(task_id: str, session_id: str) -> str:
 
 
 def path_for(project: Project, name: str) -> str:
+    """Where the worktree ``name`` (a session id, or ``plan-<change>``) is made."""
+    return work_path(project, WORKTREES, name)
+
+
+def work_path(project: Project, *parts: str) -> str:
+    """``.ithaca-work/<parts…>`` below the project's real root (symlinks in the work
+    folder itself are never followed: ``work_folder`` refuses them)."""
+    return os.path.join(os.path.realpath(project.root), WORK_DIR_NAME, *parts)
+
+
+def legacy_path_for(project: Project, name: str) -> str:
+    """Where a worktree made before the work folder existed lies (never made any more)."""
     return os.path.join(project.runtime, WORKTREES, name)
+
+
+def work_folder(project: Project, *parts: str) -> str:
+    """Make ``.ithaca-work/<parts…>`` (no symlink on the way) and keep the work folder out
+    of the main checkout's ``git status``; its path."""
+    path = str(make_folders(project.root, os.path.join(WORK_DIR_NAME, *parts)))
+    exclude_work_dir(project)
+    return path
+
+
+def exclude_work_dir(project: Project) -> None:
+    """Add ``/.ithaca-work/`` to the repository's ``.git/info/exclude`` unless it is there
+    (each line is kept as it was; the file is appended to, never rewritten). Nothing
+    when the project is not in a Git repository or the work folder lies outside it."""
+    top = git_top(project.root)
+    if top is None:
+        return
+    relative = os.path.relpath(project.work_dir, top).replace(os.sep, "/")
+    if relative.startswith("../"):
+        return
+    line = f"/{relative}/"
+    path = _info_exclude(top)
+    if path is None:
+        return
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            text = stream.read()
+    except FileNotFoundError:
+        text = ""
+    if any(found.strip() == line for found in text.splitlines()):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    separator = "" if not text or text.endswith("\n") else "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as stream:
+        stream.write(f"{separator}{WORK_EXCLUDE_MARKER}\n{line}\n")
+
+
+def _info_exclude(top: str) -> str | None:
+    """The repository's ``info/exclude`` (shared by all its worktrees)."""
+    if os.path.isdir(os.path.join(top, ".git")):
+        return os.path.join(top, ".git", "info", "exclude")
+    found = git(
+        top, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude", check=False
+    )
+    if found.returncode != 0:
+        return None
+    return found.stdout.strip() or None
 
 
 @contextmanager
@@ -137,11 +212,15 @@ def creation_lock(project: Project) -> Iterator[None]:
 
 
 def create(project: Project, name: str, branch: str, base: str, *, link: bool) -> str:
-    """A new worktree ``worktrees/<name>`` on ``branch`` (made from ``base`` when it does
-    not exist yet), checked out without ``.ithaca/``, with the central state linked in
-    when ``link``; its path. Anything short of a clean, safe worktree is undone (a branch
-    it made included): ``Conflict`` ``WORKTREE_UNSAFE``."""
+    """A new worktree ``.ithaca-work/worktrees/<name>`` on ``branch`` (made from ``base``
+    when it does not exist yet), checked out without ``.ithaca/``, with the central state
+    linked in when ``link``; its path. Anything short of a clean, safe worktree is undone
+    (a branch it made included): ``Conflict`` ``WORKTREE_UNSAFE``."""
     path = path_for(project, name)
+    try:
+        work_folder(project, WORKTREES)
+    except (Refused, OSError) as exc:
+        raise _unsafe(path, str(exc)) from exc
     existing = git(project.root, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False)
     made_branch = existing.returncode != 0
     start = ["-b", branch, path, base] if made_branch else [path, branch]

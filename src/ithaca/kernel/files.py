@@ -68,6 +68,15 @@ def write_atomic(
     return base.joinpath(*parts)
 
 
+def make_folders(root: str | os.PathLike[str], relpath: str | Path) -> Path:
+    """Make the folder ``relpath`` inside ``root`` and the folders on the way (the root
+    included), refusing a symlink or a non-folder anywhere below the root; its path."""
+    base, parts = _confined_parts(root, relpath)
+    os.makedirs(base, exist_ok=True)
+    os.close(_open_folder(base, parts, relpath, create=True))
+    return base.joinpath(*parts)
+
+
 def remove_confined(root: str | os.PathLike[str], relpath: str | Path) -> bool:
     """Remove the file at ``relpath`` inside ``root``; False when there was none."""
     base, parts = _confined_parts(root, relpath)

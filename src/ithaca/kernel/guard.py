@@ -6,8 +6,12 @@ server learns the calling host session from a trusted source
 permission rules still apply. It denies an agent's writes under the state root
 (``.ithaca/``) except the paths a part has allowed for a while (``write_allowances``),
 any direct use of the state database, and any invocation of a user-only Ithaca command
-however it is spelled. The protocol ``ithaca.state-off-limits`` tells the agent the
-rule; this module enforces it.
+however it is spelled. An allowance is its owner's: it counts only for a call its
+holder acts for, as the owning part decides (``ithaca.kernel.allowances``; delivery's
+gate says which execution sessions act for a call). The kernel never asks a part
+directly. The work folder beside the state root (``.ithaca-work/``) is not state:
+delivery's gate says whose each folder there is. The protocol
+``ithaca.state-off-limits`` tells the agent the rule; this module enforces it.
 
 Writes the shell parser cannot see are caught from the text instead: inline code handed
 to an interpreter (``python -c``, ``node -e``…) that names the state folder, and targets
@@ -19,12 +23,12 @@ from __future__ import annotations
 
 import os
 
-from ithaca.kernel import config
+from ithaca.kernel import allowances, config
 from ithaca.kernel.authority import GROUP_VALUE_OPTIONS, command_kind, user_only_command
 from ithaca.kernel.call import DECLARATIONS, Call, SimpleCommand, command_text
 from ithaca.kernel.gates import ABSTAIN, DISPLACED, GateContext, Opinion
 from ithaca.kernel.globmatch import fnmatchcase
-from ithaca.kernel.project import STATE_DIR_NAME
+from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME
 
 EVENTS = ("PreToolUse",)
 # The host's own settings files: removing Ithaca's entries there unwires every gate.
@@ -84,7 +88,7 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         return _unverifiable(f"`ithaca {' '.join(undecided[0])}` leaves its command to the shell")
     state_root = ctx.project.state_root
     user_settings = os.path.realpath(config.home())
-    allowed = _allowances(ctx)
+    allowed = allowances.counted(ctx)
     state_variables = _state_variables(call.commands, state_root)
     for target in call.write_targets:
         path = _absolute(ctx.project.root, target)
@@ -120,7 +124,8 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
             "deny",
             "STATE_WRITE_DENIED",
             "Ithaca: `git clean -x` would delete .ithaca/.runtime/ (Ithaca's state, which Git"
-            " ignores). Clean without -x, or ask the user.",
+            " ignores) and the sessions' outputs in .ithaca-work/. Clean without -x, or ask"
+            " the user.",
         )
     for command in call.commands:
         if command.program == "ithaca-hook" or any("ithaca.hosts" in w for w in command.argv):
@@ -258,10 +263,22 @@ def _assignments(command: SimpleCommand) -> list[tuple[str, str]]:
 
 
 def _names_state(word: str, state_root: str, variables: set[str] | frozenset[str]) -> bool:
-    """Whether ``word`` names the state folder, literally or through one of ``variables``."""
-    if STATE_DIR_NAME in word or state_root in word:
+    """Whether ``word`` names the state folder, literally or through one of ``variables``
+    (the work folder ``.ithaca-work``, whose name starts alike, is not the state folder)."""
+    if _names_folder(word, STATE_DIR_NAME) or _names_folder(word, state_root):
         return True
     return "$" in word and any(_uses_variable(word, name) for name in variables)
+
+
+def _names_folder(word: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``word`` other than as the start of the work folder's."""
+    work = name + WORK_DIR_NAME[len(STATE_DIR_NAME) :] if name.endswith(STATE_DIR_NAME) else None
+    start = word.find(name)
+    while start >= 0:
+        if work is None or not word.startswith(work, start):
+            return True
+        start = word.find(name, start + 1)
+    return False
 
 
 def _uses_variable(word: str, name: str) -> bool:
@@ -447,13 +464,6 @@ def _cleans_ignored_files(argv: tuple[str, ...]) -> bool:
         word.startswith("-") and not word.startswith("--") and ("x" in word or "X" in word)
         for word in argv
     )
-
-
-def _allowances(ctx: GateContext) -> list[str]:
-    if ctx.conn is None or ctx.project is None:
-        return []
-    rows = ctx.conn.execute("SELECT path FROM write_allowances").fetchall()
-    return [_absolute(ctx.project.root, row[0]) for row in rows]
 
 
 def _absolute(base: str, target: str) -> str:

@@ -2,7 +2,10 @@
 
 ``.ithaca/`` at the repository root is the *state root*: its tracked part is shared
 through Git, its ``.runtime/`` part is checkout-local and ignored. ``ITHACA_DIR``
-overrides the location (tests use it to stay hermetic). Discovery walks up from a
+overrides the location (tests use it to stay hermetic). Beside it, ``.ithaca-work/`` is
+the *work folder*: what execution sessions' agents and workers write (their Git
+worktrees, their output files), which a sandboxed install must leave writable while
+``.ithaca/`` is read-only to the agent's shell. Discovery walks up from a
 directory without spawning processes, because hooks do it on every call; paths are
 plain strings because ``pathlib`` (with the ``urllib`` it imports) would be a large part
 of a hook's start-up.
@@ -21,6 +24,7 @@ else:
 STATE_DIR_NAME = ".ithaca"
 RUNTIME_DIR_NAME = ".runtime"
 IGNORE_LINE = "/.ithaca/.runtime/"
+WORK_DIR_NAME = ".ithaca-work"
 
 
 class Project(namedtuple("Project", "root state_root work_root")):
@@ -32,6 +36,11 @@ class Project(namedtuple("Project", "root state_root work_root")):
     """
 
     __slots__ = ()
+
+    @property
+    def work_dir(self) -> str:
+        """``<root>/.ithaca-work``: the session worktrees and output folders."""
+        return os.path.join(self.root, WORK_DIR_NAME)
 
     @property
     def runtime(self) -> str:
