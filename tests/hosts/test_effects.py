@@ -268,3 +268,18 @@ def test_after_a_commit_of_the_team_rules_a_switch_back_that_could_not_write_the
                    capture_output=True)  # fmt: skip
     held = after_shell(two_branches, "git checkout old")
     assert held["effect"] == "block" and "left as it was" in held["text"]
+
+
+def test_the_users_own_ithaca_settings_are_protected_but_another_users_are_not_theirs(
+    installed, tmp_path, monkeypatch
+):
+    home = Path(os.environ["ITHACA_HOME"])
+    other = tmp_path / "another-home"
+    other.mkdir()
+    (other / "config.toml").write_text("[protocols]\nstrict = false\n")
+    monkeypatch.setenv("ITHACA_HOME", str(other))  # a process with other user settings
+    assert "[LOCKDOWN]" not in touch_file(installed)["text"]
+    monkeypatch.setenv("ITHACA_HOME", str(home))
+    (home / "config.toml").write_text("[protocols]\nstrict = false\n")
+    held = after_shell(installed, "echo … >> ~/.ithaca/config.toml")
+    assert held["effect"] == "block" and "config.toml: added" in held["text"]

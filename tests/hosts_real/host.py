@@ -150,7 +150,7 @@ class Host(ABC):
         """Run the host binary in the repository; the script must have played cleanly.
         What the test set up in the project beforehand is accepted first, as the user
         accepts their own edits (``tests.accepted``)."""
-        accept(self.repo)
+        accept(self.repo, self.env())
         done = subprocess.run(
             command,
             cwd=self.repo,

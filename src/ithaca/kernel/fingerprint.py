@@ -56,8 +56,9 @@ def user_wiring() -> dict[str, str]:
 def tracked(project: Project) -> dict[str, str]:
     """The files compared by content, by display name: configuration layers, team rule
     files and install manifests."""
+    user = os.path.join(config.home(), "config.toml")
     files = {
-        "~/.ithaca/config.toml": os.path.join(config.home(), "config.toml"),
+        user: user,  # by its own path: another ITHACA_HOME is another user's, not a change
         ".ithaca/config.toml": os.path.join(project.state_root, "config.toml"),
         ".ithaca/.runtime/config.toml": os.path.join(project.runtime, "config.toml"),
     }
@@ -96,7 +97,7 @@ def changes(project: Project, recorded: dict[str, Any]) -> list[dict[str, str]]:
     found = []
     for name in sorted(set(recorded) | set(now)):
         before, after = recorded.get(name), now.get(name)
-        if before == after:
+        if before == after or (os.path.isabs(name) and not (name in recorded and name in now)):
             continue
         if before is None:
             found.append(change(name, "added", "remove it, or accept it"))
