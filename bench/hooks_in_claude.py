@@ -49,6 +49,9 @@ def measure(calls: int, target: float) -> None:
             if run.exit_code != 0:
                 raise SystemExit(f"claude exited {run.exit_code}: {run.stderr[-2000:]}")
             durations = _durations(run.debug_log.read_text())
+            missing = [n for n in range(calls) if not (host.repo / f"note{n}.txt").exists()]
+            if missing:  # the writes were refused: this would time refusals, not the path
+                raise SystemExit(f"{len(missing)} of the session's writes were refused")
     print(f"\nin Claude Code {host.binary.name} (debug log, {calls} reads + {calls} writes)")
     print(f"bare hook: {BARE}")
     print(f"{'':22}{'ithaca ms':>10}{'p90 ms':>9}{'bare ms':>9}{'ratio':>8}")

@@ -1,7 +1,7 @@
 """The effect check: a gate that looks at what changed, not at what was typed.
 
-Before every tool call and after every one, the protected files are compared with the
-fingerprint Ithaca last accepted (``kernel.fingerprint``), and the journal with its
+Before every mutating tool call and after every call, the protected files are compared
+with the fingerprint Ithaca last accepted (``kernel.fingerprint``), and the journal with its
 anchor (the event Ithaca last committed must still be there). A change that Ithaca did
 not make puts the session in lockdown (``kernel.lockdown``): it is recorded and
 journaled in the hook's transaction, the call that revealed it is held (after the call)
@@ -18,7 +18,7 @@ running at all before they looked (the host's sandbox is the wall for that).
 
 from __future__ import annotations
 
-from ithaca.kernel import anchor, fingerprint, git_head, journal, lockdown
+from ithaca.kernel import anchor, fingerprint, journal, lockdown
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
 TYPE_CHECKING = False
@@ -53,8 +53,10 @@ class Seen:
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.conn is None or not ctx.schema_current or ctx.project is None:
         return ABSTAIN
-    if ctx.event == "PreToolUse" and call is None:
-        return ABSTAIN
+    if ctx.event == "PreToolUse" and not (
+        call is not None and (call.mutating or call.tool_class == "ithaca")
+    ):
+        return ABSTAIN  # a read changes nothing; what came before it, PostToolUse saw
     seen = observe(ctx)
     ctx.scratch[_SEEN] = seen
     held = lockdown.active(ctx.conn, ctx.host, ctx.session_id)
@@ -63,9 +65,7 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         return ABSTAIN
     if ctx.event == "PostToolUse":
         return Opinion("block", lockdown.CODE, reason(changes, after=True))
-    if call is not None and (call.mutating or call.tool_class == "ithaca"):
-        return Opinion("deny", lockdown.CODE, reason(changes, after=False))
-    return ABSTAIN
+    return Opinion("deny", lockdown.CODE, reason(changes, after=False))
 
 
 def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
@@ -102,6 +102,7 @@ def observe(ctx: GateContext) -> Seen:
     if signature == recorded[0]:
         return Seen(found, first=False)
     from ithaca.hosts import install_wiring  # only when a stat moved
+    from ithaca.kernel import git_head
 
     heads = git_head.blobs(project)
     found += fingerprint.changes(project, recorded[1]) + install_wiring.changes(project)
@@ -146,6 +147,7 @@ def check(project: Any, conn: Any) -> list[dict[str, Any]]:
     """The doctor's findings: each lockdown in force, and what differs now from the
     accepted fingerprint (with how to restore it)."""
     from ithaca.hosts import install_wiring
+    from ithaca.kernel import git_head
 
     findings = []
     for held in lockdown.all_active(conn):

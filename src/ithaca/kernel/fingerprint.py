@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from ithaca.kernel import config, git_head
+from ithaca.kernel import config
 from ithaca.kernel.canon import sha256  # not hashlib: OpenSSL costs every hook milliseconds
 from ithaca.kernel.project import RUNTIME_DIR_NAME, Project
 
@@ -81,7 +81,7 @@ def signature(project: Project) -> str:
     }
     for name in sorted(paths):
         lines.append(f"{name} {_stat(paths[name])}")
-    lines += [f"git {path} {_stat(path)}" for path in git_head.head_files(project)]
+    lines += [f"git {path} {_stat(path)}" for path in head_files(project)]
     return sha256("\n".join(lines).encode()).hexdigest()
 
 
@@ -111,6 +111,27 @@ def changes(project: Project, recorded: dict[str, Any]) -> list[dict[str, str]]:
 def change(path: str, change: str, restore: str) -> dict[str, str]:
     """One change as the lockdown records it."""
     return {"path": path, "change": change, "restore": restore}
+
+
+def head_files(project: Project) -> list[str]:
+    """The files a switch, a reset or a commit rewrites: ``HEAD``, its ref, packed refs."""
+    git_dir = os.path.join(project.work_root, ".git")
+    if os.path.isfile(git_dir):  # a linked worktree: ``gitdir: <path>``
+        try:
+            with open(git_dir, encoding="utf-8") as handle:
+                git_dir = os.path.join(project.work_root, handle.read().split(":", 1)[1].strip())
+        except (OSError, IndexError):
+            return []
+    head = os.path.join(git_dir, "HEAD")
+    found = [head, os.path.join(git_dir, "packed-refs")]
+    try:
+        with open(head, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return found
+    if text.startswith("ref: "):
+        found.append(os.path.join(git_dir, text[5:]))
+    return found
 
 
 def _json_files(folder: str) -> list[str]:

@@ -12,8 +12,8 @@ it was recorded, while the working file is not that blob, was left behind by suc
 switch; a file the commit and the working tree agree on is not (a commit of an accepted
 edit, or a switch that wrote it, which the content check then judges).
 
-The fast path is stat calls only; Git runs only when a stat moved, or when the
-fingerprint is recorded. Standard library and light modules only (hook path).
+The fast path is stat calls only (``fingerprint.head_files``); Git runs only when a stat
+moved, or when the fingerprint is recorded. Standard library and light modules only (hook path).
 """
 
 from __future__ import annotations
@@ -25,27 +25,6 @@ if TYPE_CHECKING:
     from ithaca.kernel.project import Project
 
 TEAM_FILES = ("config.toml", "protocols")  # under the state root, when Git tracks it
-
-
-def head_files(project: Project) -> list[str]:
-    """The files a switch, a reset or a commit rewrites: ``HEAD``, its ref, packed refs."""
-    git_dir = os.path.join(project.work_root, ".git")
-    if os.path.isfile(git_dir):  # a linked worktree: ``gitdir: <path>``
-        try:
-            with open(git_dir, encoding="utf-8") as handle:
-                git_dir = os.path.join(project.work_root, handle.read().split(":", 1)[1].strip())
-        except (OSError, IndexError):
-            return []
-    head = os.path.join(git_dir, "HEAD")
-    found = [head, os.path.join(git_dir, "packed-refs")]
-    try:
-        with open(head, encoding="utf-8") as handle:
-            text = handle.read().strip()
-    except OSError:
-        return found
-    if text.startswith("ref: "):
-        found.append(os.path.join(git_dir, text[5:]))
-    return found
 
 
 def blobs(project: Project) -> dict[str, str]:

@@ -17,7 +17,7 @@ library and light modules only (hook path).
 
 from __future__ import annotations
 
-from ithaca.kernel import canon, fingerprint, git_head, ids, journal, lightjson
+from ithaca.kernel import canon, fingerprint, ids, journal, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ def record_baseline(
     conn: sqlite3.Connection, project: Project, *, actor: str, reason: str, at: str
 ) -> None:
     """Accept the protected files as they are now; the caller holds the transaction."""
+    from ithaca.kernel import git_head  # Git runs here: not on the hook's fast path
+
     contents = fingerprint.contents(project)
     heads = git_head.blobs(project)
     conn.execute(
