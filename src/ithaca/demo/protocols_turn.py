@@ -33,9 +33,12 @@ def play(stage: Stage) -> None:
     say("== Scene 1: a coding turn under protocols ==")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "greet.py").write_text('def greet(name):\n    return "Hello " + name\n')
+    # The team's rule is in the repository before `ithaca init`, as a clone brings it: what
+    # init finds is what the effect check accepts (a later edit would need the user's lift).
+    (root / ".ithaca" / "protocols").mkdir(parents=True)
+    (root / ".ithaca" / "protocols" / "team.no-push.json").write_text(json.dumps(NO_PUSH, indent=2))
     done = stage.ithaca("init")
     expect(done.returncode == 0, f"ithaca init failed: {done.stderr}")
-    (root / ".ithaca" / "protocols" / "team.no-push.json").write_text(json.dumps(NO_PUSH, indent=2))
     say(f"$ ithaca init   (in {root})")
     say("  team protocol .ithaca/protocols/team.no-push.json: deny `git push`")
 

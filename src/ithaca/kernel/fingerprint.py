@@ -32,8 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# The host wiring, relative to the project and to the user's home (what the guard also
-# keeps the agent's file tools out of).
+# The host wiring in the project (the guard keeps the agent's file tools out of it too).
 PROJECT_WIRING = (
     ".claude/settings.json",
     ".claude/settings.local.json",

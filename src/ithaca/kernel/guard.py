@@ -26,21 +26,14 @@ import os
 from ithaca.kernel import allowances, config
 from ithaca.kernel.authority import GROUP_VALUE_OPTIONS, command_kind, user_only_command
 from ithaca.kernel.call import DECLARATIONS, Call, SimpleCommand, command_text
+from ithaca.kernel.fingerprint import PROJECT_WIRING
 from ithaca.kernel.gates import ABSTAIN, DISPLACED, GateContext, Opinion
 from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME
 
 EVENTS = ("PreToolUse",)
 # The host's own settings files: removing Ithaca's entries there unwires every gate.
-HOST_FILES = frozenset(
-    {
-        ".claude/settings.json",
-        ".claude/settings.local.json",
-        ".mcp.json",
-        ".codex/config.toml",
-        ".codex/hooks.json",
-    }
-)
+HOST_FILES = frozenset(PROJECT_WIRING)
 _HOST_PHRASES = (
     "ithaca uninstall",
     "ithaca install",
