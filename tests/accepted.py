@@ -8,8 +8,9 @@ project up by writing them plays the user, who accepts such an edit with
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+import pytest
 
 from ithaca.kernel import lockdown
 from ithaca.kernel.project import find_project
@@ -18,20 +19,12 @@ from ithaca.kernel.project import find_project
 def accept(root: Path, env: dict[str, str] | None = None) -> None:
     """Accept the protected files of the project at ``root`` as they are now, as seen with
     the user settings folders of ``env`` (a host's environment) when given."""
-    names = ("HOME", "ITHACA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")
-    saved = {name: os.environ.get(name) for name in names}
-    for name in names if env is not None else ():
-        if name in env:
-            os.environ[name] = env[name]
-        else:
-            os.environ.pop(name, None)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("HOME", "ITHACA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR") if env else ():
+            if name in env:
+                patch.setenv(name, env[name])
+            else:
+                patch.delenv(name, raising=False)
         project = find_project(root)
         assert project is not None, f"no Ithaca project at {root}"
         lockdown.accept(project, reason="the test's own set-up")
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

@@ -880,3 +880,19 @@ def test_the_sandboxs_stand_ins_are_kept_out_of_git_and_uninstall_takes_that_bac
     assert exclude.read_text().count("# ithaca: end") == 1
     uninstall(root)
     assert exclude.read_bytes() == before
+
+
+def test_the_stand_ins_stay_excluded_while_the_other_host_is_sandboxed(tmp_path: Path) -> None:
+    from ithaca.hosts import install_codex
+
+    root = project_with(tmp_path)
+    subprocess.run([GIT, "init", "-q", str(root)], check=True)
+    exclude = root / ".git" / "info" / "exclude"
+    before = exclude.read_bytes()
+    install(root)
+    install_codex.install(root)
+    assert exclude.read_text().count("# ithaca: end") == 1  # one block serves both hosts
+    install_codex.uninstall(root)
+    assert "# ithaca: end" in exclude.read_text()  # Claude Code's sandbox still needs it
+    uninstall(root)
+    assert exclude.read_bytes() == before

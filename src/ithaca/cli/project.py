@@ -44,6 +44,8 @@ def init(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Where the project's state lives and what it holds."""
+    from ithaca.kernel import lockdown
+
     project = opened(ctx, as_json)
     conn = project.store.connection()
     counts = dict(
@@ -72,7 +74,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         "ulysses": _ulysses_summary(project.ulysses.status({})),
         "hooksNotRunning": _unhooked_calls(conn),
         "installProfiles": _install_profiles(project.project.state_root),
-        "lockdowns": _lockdowns(conn),
+        "lockdowns": lockdown.all_active(conn),
         "validators": _validator_confinement(project.config),
     }
 
@@ -120,12 +122,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
             )
 
     show(info, as_json, render)
-
-
-def _lockdowns(conn: Any) -> list[dict[str, Any]]:
-    from ithaca.kernel.lockdown import all_active
-
-    return all_active(conn)
 
 
 def _validator_confinement(settings: dict[str, Any]) -> str:

@@ -101,18 +101,31 @@ def observe(ctx: GateContext) -> Seen:
     signature = fingerprint.signature(project)
     if signature == recorded[0]:
         return Seen(found, first=False)
-    from ithaca.hosts import install_wiring  # only when a stat moved
+    moved, heads = _compared(project, recorded)  # only when a stat moved
+    found += moved
+    return Seen(found, first=False, signature=None if found else signature, heads=heads)
+
+
+def _compared(
+    project: Any, recorded: tuple[str, dict[str, Any], dict[str, str]]
+) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """What differs from the accepted fingerprint ``recorded`` by content (the tracked
+    files, the commit's team files, the wiring), and the blobs the commit holds now."""
+    from ithaca.hosts import install_wiring
     from ithaca.kernel import git_head
 
     heads = git_head.blobs(project)
-    found += fingerprint.changes(project, recorded[1]) + install_wiring.changes(project)
-    found += git_head.drift(project, recorded[2], heads)
-    return Seen(found, first=False, signature=None if found else signature, heads=heads)
+    found = fingerprint.changes(project, recorded[1]) + git_head.drift(project, recorded[2], heads)
+    return found + install_wiring.changes(project), heads
+
+
+def _listed(changes: list[dict[str, str]]) -> str:
+    return "; ".join(f"{item['path']}: {item['change']}" for item in changes)
 
 
 def reason(changes: list[dict[str, str]], *, after: bool) -> str:
     """The agent's message: what changed, that it is locked down, and who lifts it."""
-    listed = "; ".join(f"{item['path']}: {item['change']}" for item in changes[:5])
+    listed = _listed(changes[:5])
     more = f" (and {len(changes) - 5} more)" if len(changes) > 5 else ""
     when = "after this call" if after else "before this call"
     return (
@@ -147,11 +160,10 @@ def check(project: Any, conn: Any) -> list[dict[str, Any]]:
     """The doctor's findings: each lockdown in force, and what differs now from the
     accepted fingerprint (with how to restore it)."""
     from ithaca.hosts import install_wiring
-    from ithaca.kernel import git_head
 
     findings = []
     for held in lockdown.all_active(conn):
-        listed = "; ".join(f"{item['path']}: {item['change']}" for item in held["changes"])
+        listed = _listed(held["changes"])
         findings.append(
             {
                 "code": lockdown.CODE,
@@ -163,11 +175,7 @@ def check(project: Any, conn: Any) -> list[dict[str, Any]]:
             }
         )
     recorded = lockdown.baseline(conn)
-    now = []
-    if recorded is not None:
-        now = fingerprint.changes(project, recorded[1])
-        now += git_head.drift(project, recorded[2], git_head.blobs(project))
-    now += install_wiring.changes(project)
+    now = _compared(project, recorded)[0] if recorded else install_wiring.changes(project)
     for item in now + _journal_cut(project, conn):
         findings.append(
             {

@@ -30,32 +30,12 @@ TEAM_FILES = ("config.toml", "protocols")  # under the state root, when Git trac
 def blobs(project: Project) -> dict[str, str]:
     """``{path: blob id}`` of the team files the checked-out commit holds, the paths
     relative to the Git top; empty outside Git or when the state root is not in it."""
-    import subprocess
-
     prefix = _prefix(project)
     if prefix is None:
         return {}
-    try:
-        done = subprocess.run(
-            [
-                "git",
-                "-C",
-                project.work_root,
-                "ls-tree",
-                "-r",
-                "HEAD",
-                "--",
-                *(f"{prefix}{name}" for name in TEAM_FILES),
-            ],  # fmt: skip
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return {}
+    listed = _git(project, "ls-tree", "-r", "HEAD", "--", *(prefix + n for n in TEAM_FILES))
     found = {}
-    for line in done.stdout.splitlines() if done.returncode == 0 else []:
+    for line in listed.splitlines():
         meta, _, path = line.partition("\t")
         parts = meta.split()
         if len(parts) == 3 and parts[1] == "blob" and _team_file(path, prefix):
@@ -100,20 +80,23 @@ def _team_file(path: str, prefix: str) -> bool:
 def _working_blobs(project: Project, paths: list[str]) -> dict[str, str]:
     """The blob id Git would store for each working file of ``paths`` that exists (its
     filters applied, as ``git hash-object`` does)."""
-    import subprocess
-
     present = [path for path in paths if os.path.isfile(os.path.join(project.work_root, path))]
-    if not present:
-        return {}
+    ids = _git(project, "hash-object", "--", *present).split() if present else []
+    return dict(zip(present, ids, strict=True)) if len(ids) == len(present) else {}
+
+
+def _git(project: Project, *args: str) -> str:
+    """What ``git -C <Git top> ARGS`` prints; empty when Git fails or is missing."""
+    import subprocess  # the slow path only
+
     try:
         done = subprocess.run(
-            ["git", "-C", project.work_root, "hash-object", "--", *present],
+            ["git", "-C", project.work_root, *args],
             capture_output=True,
             text=True,
             timeout=30,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError):
-        return {}
-    ids = done.stdout.split() if done.returncode == 0 else []
-    return dict(zip(present, ids, strict=False)) if len(ids) == len(present) else {}
+        return ""
+    return done.stdout if done.returncode == 0 else ""
