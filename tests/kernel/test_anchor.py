@@ -5,6 +5,7 @@ was appended since the last one."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,29 @@ def test_a_routine_check_verifies_what_is_new_and_full_verifies_all(project):
         "UPDATE journal SET kind = 'forged' WHERE seq = (SELECT max(seq) FROM journal)"
     )
     assert "JOURNAL_CHAIN_BROKEN" in codes(doctor.check(project.project, project.store))
+
+
+def test_a_reader_racing_the_writer_never_takes_a_half_written_record(tmp_path):
+    heads = [(seq, f"{seq:064x}") for seq in range(1, 3001)]
+    done = threading.Event()
+
+    def keep_writing() -> None:
+        for head in heads:
+            anchor.write(str(tmp_path), anchor.ANCHOR, head)
+        done.set()
+
+    anchor.write(str(tmp_path), anchor.ANCHOR, heads[0])
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    seen = []
+    while not done.is_set():
+        seen.append(anchor.read(str(tmp_path), anchor.ANCHOR))
+    writer.join()
+    assert seen and all(head in heads for head in seen)
+
+
+def test_a_garbled_record_is_no_anchor(tmp_path):
+    anchor.write(str(tmp_path), anchor.ANCHOR, (12, "ab" * 32))
+    path = tmp_path / anchor.ANCHOR
+    path.write_bytes(path.read_bytes().replace(b"ab", b"ba", 1))
+    assert anchor.read(str(tmp_path), anchor.ANCHOR) is None

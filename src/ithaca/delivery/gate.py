@@ -57,10 +57,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ithaca.delivery import leases
 from ithaca.kernel import allowances, ids
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
-from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME
 
 TYPE_CHECKING = False
@@ -190,6 +188,8 @@ def snapshot_name(host_session_id: str) -> str:
 
 def read_summary(conn: sqlite3.Connection) -> dict[str, Any] | None:
     """The breadcrumb summary (see ``breadcrumb``), or None when there is no active work."""
+    from ithaca.delivery import leases
+
     recovery_pending = conn.execute(_RECOVERY).fetchone() is not None
     row = conn.execute(_CHANGE).fetchone()
     now = leases.stamp(leases.now_ms())
@@ -374,6 +374,8 @@ def _is_acquire(payload: dict[str, Any]) -> bool:
 
 def _renew(ctx: GateContext, conn: sqlite3.Connection, bind: list[str], beat: list[str]) -> None:
     """Bind, then heartbeat, under a savepoint of the dispatcher's transaction."""
+    from ithaca.delivery import leases
+
     conn.execute("SAVEPOINT delivery_leases")
     try:
         at_ms = leases.now_ms()
@@ -461,6 +463,8 @@ def _reach(path: str, work: str) -> str | None:
     cut = next((i for i, part in enumerate(kept) if _decided(part, _ANY_DECIDED)), len(kept))
     literal = "/" + "/".join(kept[:cut])
     if cut < len(kept) and literal == os.path.dirname(work):
+        from ithaca.kernel.globmatch import fnmatchcase
+
         first = kept[cut]
         if first.startswith(".") and fnmatchcase(WORK_DIR_NAME, first):
             return work  # `.ithaca-w*`: the whole work folder

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ithaca.kernel import clock, config, ids, lightjson, lineage, markers
+from ithaca.kernel import clock, config, ids, lightjson
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import connect, sqlite, write_transaction
 from ithaca.kernel.errors import IthacaError
@@ -74,6 +74,8 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
         if displaced is not None:
             ctx.scratch[DISPLACED] = displaced
         if event == "SessionStart":  # the hook's parent is the host (kernel.lineage)
+            from ithaca.kernel import lineage
+
             lineage.record_host(config.home(), os.getppid())
         if event == "UserPromptSubmit":
             _parse_prompt(ctx)
@@ -149,6 +151,8 @@ def _classify(
 
 
 def _parse_prompt(ctx: GateContext) -> None:
+    from ithaca.kernel import markers
+
     prompt = ctx.payload.get("prompt")
     try:
         ctx.prompt = markers.parse(prompt if isinstance(prompt, str) else "")

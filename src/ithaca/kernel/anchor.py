@@ -6,7 +6,10 @@ verifies. So each write transaction that appended to the journal leaves, once co
 its head (``seq`` and ``hash``) in ``.runtime/journal.anchor``; ``ithaca doctor`` reports
 a journal that ends before its anchor, or no longer holds the anchored row, as tampering.
 The file is written after the commit (a crash in between leaves it behind the journal,
-never ahead) by a rename, so it is whole or absent.
+never ahead), in place: one fixed-length record in one ``pwrite``, sealed with a check of
+its own. Replacing the file by a rename instead would cost every hook call the creation of
+an inode and a directory update, about 0.4 ms on ext4; a reader that catches the record
+half written sees the seal fail and reads again.
 
 The doctor also keeps the last point it verified (``journal.verified``), so a routine
 check verifies only the rows appended since; ``ithaca doctor --full`` verifies all.
@@ -16,6 +19,8 @@ Standard library only (hook path).
 from __future__ import annotations
 
 import os
+
+from ithaca.kernel.canon import sha256
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,23 +56,52 @@ def rolled_back(conn: sqlite3.Connection) -> None:
 
 
 def write(folder: str, name: str, head: tuple[int, str]) -> None:
-    """``seq hash`` in ``folder/name``, replaced whole; a folder that cannot take it (a
-    read-only mount) leaves the anchor as it was, which the doctor will see."""
-    path = os.path.join(folder, name)
-    temporary = f"{path}.{os.getpid()}.tmp"
+    """The sealed record of ``head`` in ``folder/name``, written over the last one; a folder
+    that cannot take it (a read-only mount) leaves the anchor as it was, which the doctor
+    will see."""
     try:
-        with open(temporary, "w", encoding="ascii") as handle:
-            handle.write(f"{head[0]} {head[1]}\n")
-        os.replace(temporary, path)
+        handle = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(handle, _record(head), 0)
+        finally:
+            os.close(handle)
     except OSError:
         return
 
 
 def read(folder: str, name: str) -> tuple[int, str] | None:
     """The head recorded in ``folder/name``, or None when there is none (or it is not one)."""
+    for _ in range(_READS):
+        try:
+            with open(os.path.join(folder, name), "rb") as handle:
+                line = handle.read().split(b"\n", 1)[0]
+        except OSError:
+            return None
+        head = _parse(line)
+        if head is not None:
+            return head
+    return None
+
+
+# A record caught half written fails its seal; the writer's one pwrite is microseconds.
+_READS = 3
+
+
+def _record(head: tuple[int, str]) -> bytes:
+    """``seq hash seal``: seq right-aligned in 20 places, so every record has one length."""
+    body = f"{head[0]:>20} {head[1]}"
+    return f"{body} {_seal(body)}\n".encode()
+
+
+def _seal(body: str) -> str:
+    return sha256(body.encode()).hexdigest()[:16]
+
+
+def _parse(line: bytes) -> tuple[int, str] | None:
+    """The head in a sealed record, else None (an older release's unsealed record counts as
+    no anchor until the next commit writes one)."""
     try:
-        with open(os.path.join(folder, name), encoding="ascii") as handle:
-            seq, event_hash = handle.read().split()
-        return int(seq), event_hash
-    except (OSError, ValueError):
+        seq, event_hash, seal = line.decode("ascii").split()
+        return (int(seq), event_hash) if seal == _seal(f"{int(seq):>20} {event_hash}") else None
+    except ValueError:  # also UnicodeDecodeError, and a record of other than three fields
         return None

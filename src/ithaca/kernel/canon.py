@@ -12,8 +12,6 @@ reader could not hold them exactly.
 
 from __future__ import annotations
 
-import math
-
 from ithaca.kernel.errors import InvalidInput
 from ithaca.kernel.lightjson import encode_basestring
 
@@ -175,6 +173,8 @@ def _out_of_range() -> _Unencodable:
 
 def _format_number(number: float) -> str:
     """ECMAScript ``Number.prototype.toString`` for a finite double."""
+    import math  # floats are rare in what hooks encode
+
     if not math.isfinite(number):
         raise _out_of_range()
     if number == 0:

@@ -24,9 +24,7 @@ from __future__ import annotations
 import os
 
 from ithaca.kernel import canon
-from ithaca.kernel.authority import command_kind
 from ithaca.kernel.call import Call, SimpleCommand
-from ithaca.kernel.globmatch import fnmatchcase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -143,6 +141,8 @@ def _tool_fields(
     if klass in ("edit", "delegate"):
         mutating = True
     elif klass in ("mcp", "other"):
+        from ithaca.kernel.globmatch import fnmatchcase
+
         mutating = not any(fnmatchcase(tool_name, pattern) for pattern in read_only_tools)
     else:
         mutating = False
@@ -155,6 +155,12 @@ def _tool_fields(
             {"tool": tool_name, "input": _project_relative_input(tool_input, base, root)}
         ),
     }
+
+
+def _all_agent_commands(invocations: tuple[tuple[str, ...], ...]) -> bool:
+    from ithaca.kernel.authority import command_kind  # only lines that run Ithaca need it
+
+    return all(command_kind(invocation) == "agent" for invocation in invocations)
 
 
 def _shell_fields(
@@ -177,7 +183,7 @@ def _shell_fields(
     )
     only_ithaca = (
         bool(invocations)
-        and all(command_kind(invocation) == "agent" for invocation in invocations)
+        and _all_agent_commands(invocations)
         and all(
             not item.redirects
             and (shell.ithaca_invocation(item) is not None or shell.is_carrier(item))

@@ -18,7 +18,6 @@ import os
 
 from ithaca.kernel import lightjson
 from ithaca.kernel.errors import InvalidInput, IthacaError
-from ithaca.kernel.markers import is_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,6 +99,14 @@ def _selector_text(value: Any) -> bool:
     return 0 < len(value) <= 128 and value.isprintable()
 
 
+def _is_name(value: str) -> bool:
+    """A workflow or task name as markers spell it (the prompt parser, which tool hooks
+    never load, owns the rule)."""
+    from ithaca.kernel import markers
+
+    return markers.is_name(value)
+
+
 # Values beyond their type: (check, what a good value looks like).
 VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
     ("protocols", "approval_ttl_seconds"): (
@@ -107,11 +114,11 @@ VALUE_CHECKS: dict[tuple[str, str], tuple[Any, str]] = {
         "a number of seconds from 1 to 2592000",
     ),
     ("protocols", "workflows"): (
-        lambda v: all(isinstance(w, str) and is_name(w) for w in v),
+        lambda v: all(isinstance(w, str) and _is_name(w) for w in v),
         "a list of names like 'release' (lowercase letters, digits, '.', '_', '-')",
     ),
-    ("protocols", "default_workflow"): (is_name, "a workflow name like 'coding'"),
-    ("protocols", "default_task"): (is_name, "a task name like 'release-2'"),
+    ("protocols", "default_workflow"): (_is_name, "a workflow name like 'coding'"),
+    ("protocols", "default_task"): (_is_name, "a task name like 'release-2'"),
     ("protocols", "project_id"): (_selector_text, "1 to 128 printable characters"),
     ("protocols", "client_id"): (_selector_text, "1 to 128 printable characters"),
     ("protocols", "read_only_tools"): (

@@ -24,11 +24,9 @@ from __future__ import annotations
 import os
 
 from ithaca.kernel import allowances, config
-from ithaca.kernel.authority import GROUP_VALUE_OPTIONS, command_kind, user_only_command
 from ithaca.kernel.call import DECLARATIONS, Call, SimpleCommand, command_text
 from ithaca.kernel.fingerprint import PROJECT_WIRING
 from ithaca.kernel.gates import ABSTAIN, DISPLACED, GateContext, Opinion
-from ithaca.kernel.globmatch import fnmatchcase
 from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME
 
 EVENTS = ("PreToolUse",)
@@ -62,18 +60,9 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         )
     if call.tool_class == "ithaca" and call.tool.startswith("mcp__") and ctx.session_id:
         return _ticket_call(call, ctx)
-    for argv in call.ithaca_commands:
-        if command_kind(argv) == "host":
-            return _host_wiring_denied()
-        command = user_only_command(argv)
-        if command is not None:
-            spelled = "ithaca " + " ".join(command)
-            return Opinion(
-                "deny",
-                "AUTHORITY_USER_ONLY",
-                f"Ithaca: `{spelled}` is the user's to run in their own terminal. "
-                "Show the user the exact command and wait; never run it yourself.",
-            )
+    denied = _ithaca_command_denied(call)
+    if denied is not None:
+        return denied
     undecided = [argv for argv in call.ithaca_commands if _undecided_command_path(argv)]
     if (call.mutating or undecided) and _names_host_wiring(call):
         return _host_wiring_denied()
@@ -298,7 +287,11 @@ def _may_touch(target: str, name: str) -> bool:
     """Whether a glob target's first component could expand to ``name`` (``.ith*``); the
     shell expands to hidden names only from a pattern that starts with a dot."""
     first = target.split("/", 1)[0]
-    return first.startswith(".") and _has_glob(first) and fnmatchcase(name, first)
+    if not (first.startswith(".") and _has_glob(first)):
+        return False
+    from ithaca.kernel.globmatch import fnmatchcase
+
+    return fnmatchcase(name, first)
 
 
 def _names_database(word: str) -> bool:
@@ -307,7 +300,11 @@ def _names_database(word: str) -> bool:
     name = os.path.basename(word)
     if name.startswith("state.db"):
         return True
-    if not _has_glob(name) or not fnmatchcase("state.db", name):
+    if not _has_glob(name):
+        return False
+    from ithaca.kernel.globmatch import fnmatchcase
+
+    if not fnmatchcase("state.db", name):
         return False
     literal = name[: min(name.find(c) for c in "*?[" if c in name)]
     return bool(literal) or ".runtime" in word
@@ -359,11 +356,35 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
     )
 
 
+def _ithaca_command_denied(call: Call) -> Opinion | None:
+    """A refusal for the first Ithaca command of the line that wires the host or is the
+    user's to run, else None."""
+    if not call.ithaca_commands:
+        return None
+    from ithaca.kernel.authority import command_kind, user_only_command
+
+    for argv in call.ithaca_commands:
+        if command_kind(argv) == "host":
+            return _host_wiring_denied()
+        command = user_only_command(argv)
+        if command is not None:
+            spelled = "ithaca " + " ".join(command)
+            return Opinion(
+                "deny",
+                "AUTHORITY_USER_ONLY",
+                f"Ithaca: `{spelled}` is the user's to run in their own terminal. "
+                "Show the user the exact command and wait; never run it yourself.",
+            )
+    return None
+
+
 def _undecided_command_path(argv: tuple[str, ...]) -> bool:
     """Whether the shell, not the text, decides which Ithaca command runs: a substitution,
     variable or glob among the first two command words or the options before them
     (``ithaca ultragoal $OP``, ``ithaca ultra*``). Values may vary: those of later words and
     of the group options (``ithaca --project "$PWD" …``, ``--session "$ITHACA_SESSION_ID"``)."""
+    from ithaca.kernel.authority import GROUP_VALUE_OPTIONS
+
     literal = 0
     value_next = False
     for word in argv:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import posixpath
 
 from ithaca.kernel import shellwords
-from ithaca.kernel.authority import command_kind
 from ithaca.kernel.call import SimpleCommand
 
 TYPE_CHECKING = False
@@ -1048,6 +1047,8 @@ def _command_read_only(
         return _git_read_only(argv)
     invocation = ithaca_invocation(command)
     if invocation is not None:
+        from ithaca.kernel.authority import command_kind  # only Ithaca's own commands
+
         return command_kind(invocation) == "agent"
     if _is_test_run(command):
         return tests_are_read_only and not _requests_update(command)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from ithaca.kernel import canon, journal, lightjson, states
+from ithaca.kernel import canon, journal, lightjson
 from ithaca.kernel.call import Call
 from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import IthacaError
@@ -173,12 +173,15 @@ def _bundle(
     cached_ids: str | None,
     scratch: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], str]:
-    from ithaca.protocols import bundle, events, reconcile
+    from ithaca.protocols import events, reconcile
 
     assert ctx.project is not None
     workflows = events.known_workflows(ctx.config)
-    if reconcile.files_changed(conn, ctx.project.protocols_dir):
+    current, _, files_state = reconcile.stored_state(conn)
+    if files_state.get("listing") != reconcile.files_listing(ctx.project.protocols_dir):
         scratch["reconcileFiles"] = True
+        from ithaca.protocols import bundle
+
         computed = bundle.compute_after_files(
             conn,
             events.fetch(conn, event_id),
@@ -187,16 +190,17 @@ def _bundle(
             ctx.project.root,
         )
         return computed["protocols"], computed["digest"]
-    error = reconcile.file_error(conn)
+    error = reconcile.stored_error(files_state)
     if error is not None:
         raise error
-    current = bundle.revision(conn)
     scratch["revision"] = current
     if cached_revision == current and cached_digest and cached_ids:
         cached = lightjson.loads(cached_ids)
         if isinstance(cached, list):  # written by an earlier release: ids, nothing verified
             cached = {"ids": cached, "verified": None}
         return _cached_protocols(conn, cached, ctx, scratch), cached_digest
+    from ithaca.protocols import bundle  # the cache missed: match the event again
+
     event = events.fetch(conn, event_id)
     computed = bundle.compute(conn, event, workflows)
     scratch["cache"] = (current, computed["digest"], [p["id"] for p in computed["protocols"]])
@@ -222,6 +226,8 @@ def _cached_protocols(
     rows = [stored[protocol_id] for protocol_id in protocol_ids]
     seen = _fingerprint(rows, workflows)
     if seen != cached.get("verified"):
+        from ithaca.kernel import states
+
         for record in rows:
             records.verify(record, workflows=workflows, states=states.KNOWN_STATES)
         scratch["verified"] = {"ids": protocol_ids, "verified": seen}
@@ -242,10 +248,16 @@ def _apply_constraints(
     protocols: list[dict[str, Any]],
     strict_opinion: Opinion | None,
 ) -> Opinion:
-    from ithaca.protocols import approvals, constraints
+    from ithaca.protocols import constraints
 
     conn = ctx.conn
     assert conn is not None
+
+    def state(name: str) -> bool:
+        from ithaca.kernel import states  # only a rule that names a state asks
+
+        return states.evaluate(name, conn, ctx.session_id)
+
     items = [
         (protocol["id"], index, constraint)
         for protocol in protocols
@@ -254,14 +266,14 @@ def _apply_constraints(
     fired = constraints.evaluate(
         items,
         call,
-        state=lambda name: states.evaluate(name, conn, ctx.session_id),
+        state=state,
         approved=False,
     )
-    approval_id = (
-        approvals.granted(conn, ctx.session_id or "", call.action_digest, ctx.now)
-        if any(f.effect in ("ask", "approval") for f in fired)
-        else None
-    )
+    approval_id = None
+    if any(f.effect in ("ask", "approval") for f in fired):
+        from ithaca.protocols import approvals
+
+        approval_id = approvals.granted(conn, ctx.session_id or "", call.action_digest, ctx.now)
     effect = "allow"
     reasons = [strict_opinion.reason] if strict_opinion and strict_opinion.reason else []
     log_reasons = list(reasons)
@@ -292,6 +304,8 @@ def _apply_constraints(
             code = "APPROVAL_REQUIRED" if result == "approval_required" else item.reason_code
     scratch["fired"] = logged
     if needs_request:
+        from ithaca.protocols import approvals
+
         request_id = approvals.request_id(conn, ctx.session_id or "", call.action_digest, ctx.now)
         protocol_ids = sorted(set(needs_request))
         scratch["request"] = (request_id, protocol_ids)

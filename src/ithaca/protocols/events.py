@@ -12,14 +12,15 @@ import os
 
 from ithaca.kernel import canon, clock, ids, journal, lightjson
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound
-from ithaca.kernel.markers import Prompt
-from ithaca.protocols import validate
+from ithaca.protocols.seeds import BUILTIN_WORKFLOWS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
     from collections import namedtuple
     from typing import Any
+
+    from ithaca.kernel.markers import Prompt
 else:
     from ithaca.kernel.tuples import namedtuple
 
@@ -41,7 +42,7 @@ class Admission(namedtuple("Admission", "event sources admitted_by sticky")):
 def known_workflows(config: dict[str, Any]) -> frozenset[str]:
     """The built-in workflows and the configured ones; ``INVALID_CONFIG`` when the configured
     default is neither (every prompt would otherwise be blocked)."""
-    known = frozenset(validate.BUILTIN_WORKFLOWS) | frozenset(config["protocols"]["workflows"])
+    known = frozenset(BUILTIN_WORKFLOWS) | frozenset(config["protocols"]["workflows"])
     default = config["protocols"]["default_workflow"]
     if default is not None and default not in known:
         raise InvalidInput(
@@ -306,6 +307,8 @@ def context_sources(conn: sqlite3.Connection, event_id: str) -> dict[str, str]:
 
 def check_event_domains(event: dict[str, Any], *, corrupt: bool = False) -> None:
     """Selector-relevant values must be in their domains, else the event is unusable."""
+    from ithaca.protocols import validate
+
     problems = []
     if event["connector"] not in validate.CONNECTORS:
         problems.append("connector")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from ithaca.kernel import canon, journal, lightjson, states
+from ithaca.kernel import canon, journal, lightjson
 from ithaca.kernel.errors import Conflict, Corrupt, IthacaError
-from ithaca.protocols import records, seeds, validate
+from ithaca.protocols import records, seeds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,7 +124,11 @@ def files_changed(conn: sqlite3.Connection, folder: str) -> bool:
 
 def file_error(conn: sqlite3.Connection) -> IthacaError | None:
     """The remembered error of a broken protocol file, if any."""
-    _, _, state = stored_state(conn)
+    return stored_error(stored_state(conn)[2])
+
+
+def stored_error(state: dict[str, Any]) -> IthacaError | None:
+    """The error remembered in a files state (``stored_state``), if any."""
     error = state.get("error")
     if not error:
         return None
@@ -140,6 +144,8 @@ def reconcile_files(
     Returns the journal payload when rows changed, ``None`` otherwise. A broken file is
     remembered (not raised): lookups raise it through ``file_error``.
     """
+    from ithaca.protocols import validate  # hooks only ask whether files changed
+
     listing = files_listing(folder)
     _, _, state = stored_state(conn)
     if state.get("listing") == listing:
@@ -210,6 +216,9 @@ def read_files(
 ) -> tuple[dict[str, tuple[dict[str, Any], str]], str]:
     """Every protocol file validated, by id (``(record, path)``), and the files' digest;
     raises ``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT`` for a broken one."""
+    from ithaca.kernel import states
+    from ithaca.protocols import validate
+
     wanted: dict[str, tuple[dict[str, Any], str]] = {}
     digests = []
     seed_rows = records.seed_records(conn)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from ithaca.kernel import clock, lightjson
 from ithaca.kernel.connection import sqlite
 from ithaca.kernel.errors import Corrupt, IthacaError
-from ithaca.protocols import validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,11 +67,15 @@ def row_to_record(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def hashed_view(record: dict[str, Any]) -> dict[str, Any]:
+    from ithaca.protocols import validate  # not on a hook's path through cached bundles
+
     return {key: record[key] for key in validate.HASHED_FIELDS}
 
 
 def verify(record: dict[str, Any], *, workflows: frozenset[str], states: frozenset[str]) -> None:
     """Raise ``STORE_CORRUPT`` unless the record is well formed and its hash matches."""
+    from ithaca.protocols import validate
+
     pid = record.get("id")
     try:
         raw = {key: record[key] for key in validate.INPUT_FIELDS}
@@ -188,6 +191,8 @@ def write_row(
     file_path: str | None = None,
 ) -> dict[str, Any]:
     """Insert or replace one row from a validated record; returns the stored record."""
+    from ithaca.protocols import validate
+
     now = clock.now()
     full = dict(record, scope=scope)
     content_hash = validate.record_hash(hashed_view(full))

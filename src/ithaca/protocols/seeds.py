@@ -11,12 +11,12 @@ per process.
 
 from __future__ import annotations
 
-from ithaca.protocols.validate import record_hash
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# The workflows every project knows, which the base set is written for.
+BUILTIN_WORKFLOWS = ("coding", "debugging", "goal", "chat")
 # Delegation is left out so that helpers which only gather evidence can still be started;
 # their own mutating calls are gated.
 _MUTATING_CLASSES = ["edit", "shell", "mcp", "other"]
@@ -224,6 +224,8 @@ BASE_PROTOCOLS: tuple[dict[str, Any], ...] = (
 
 def seed_hash(record: dict[str, Any]) -> str:
     """The content hash of a base record, as stored in ``protocol_seeds``."""
+    from ithaca.protocols.validate import record_hash  # hooks only compare SEED_SET_DIGEST
+
     return record_hash(record)
 
 

@@ -20,6 +20,7 @@ from ithaca.kernel import canon
 from ithaca.kernel.call import TOOL_CLASSES
 from ithaca.kernel.errors import InvalidInput, Refused
 from ithaca.kernel.shellwords import split
+from ithaca.protocols.seeds import BUILTIN_WORKFLOWS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ CONNECTORS = (
     "unknown",
 )
 MESSAGE_KINDS = ("chat.message", "command", "workflow.event")
-BUILTIN_WORKFLOWS = ("coding", "debugging", "goal", "chat")
 CONSTRAINT_KINDS = (
     "deny_tool",
     "deny_command",

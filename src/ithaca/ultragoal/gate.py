@@ -10,7 +10,6 @@ standard library and the kernel.
 
 from __future__ import annotations
 
-from ithaca.kernel.authority import command_words
 from ithaca.kernel.call import command_text
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
@@ -91,4 +90,8 @@ def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:
         return True
     if call.unparseable and "ultragoal" in command_text(call):
         return True
+    if not call.ithaca_commands:
+        return False
+    from ithaca.kernel.authority import command_words
+
     return any(command_words(argv)[:1] == ["ultragoal"] for argv in call.ithaca_commands)

@@ -13,7 +13,6 @@ and never writes. It imports only the standard library and the kernel.
 
 from __future__ import annotations
 
-from ithaca.kernel.authority import command_words
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
 TYPE_CHECKING = False
@@ -102,6 +101,10 @@ def protocol_operation(call: Call, server_name: str) -> str | None:
     if call.tool == f"mcp__{server_name}__ulysses":
         operation = call.tool_input.get("operation")
         return operation if isinstance(operation, str) else ""
+    if not call.ithaca_commands:
+        return None
+    from ithaca.kernel.authority import command_words
+
     for argv in call.ithaca_commands:
         words = command_words(argv)
         if words and words[0] == "ulysses":
