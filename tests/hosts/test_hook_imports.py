@@ -15,7 +15,18 @@ import ithaca
 from ithaca import open_project
 from ithaca.hosts.install_claude import hook_command
 
-HEAVY = ("pydantic", "mcp", "click", "rich", "typer", "httpx", "starlette", "anyio", "rfc8785")
+HEAVY = (
+    "pydantic",
+    "mcp",
+    "click",
+    "rich",
+    "typer",
+    "httpx",
+    "starlette",
+    "anyio",
+    "rfc8785",
+    "icu",
+)
 # Standard modules that each cost milliseconds of every hook call on a slow machine: ``re``
 # (with ``enum`` and its compiler) through ``json``, ``shlex`` and ``fnmatch``; ``datetime``
 # through the ``sqlite3`` package; ``importlib``; ``functools`` with ``collections`` and

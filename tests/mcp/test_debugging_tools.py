@@ -193,3 +193,26 @@ def test_malformed_input_is_refused_with_a_code_and_moves_nothing(
     refused = client.refused(tool, arguments)
     assert refused["code"] == "INVALID_INPUT" or refused["code"].isupper()
     assert journal_length() == before
+
+
+def test_a_failed_move_spelled_with_look_alikes_is_forbidden_over_mcp(client):
+    client.ok("ulysses", {"operation": "init", "problem": "the importer drops rows"})
+    validator = cell(client)
+    moves = {"primaryValidator": validator, "recoveryValidator": validator}
+    client.ok(
+        "ulysses",
+        {"operation": "plan", "primary": "skip the header row", "recovery": "restore", **moves},
+    )
+    for _ in range(2):  # the primary fails, then the recovery: REFLECT
+        client.ok("ulysses", {"operation": "outcome", "observed": {"errors": 3}})
+    client.ok(
+        "ulysses",
+        {"operation": "reflect", "hypothesis": "rows are cut", "falsification": "all rows kept"},
+    )
+    look_alike = "skip th\u0435 h\u0435ad\u0435r r\u03bfw"  # Cyrillic е, Greek ο
+    refused = client.refused(
+        "ulysses", {"operation": "plan", "primary": look_alike, "recovery": "a new idea", **moves}
+    )
+    assert refused["code"] == "FORBIDDEN_MOVE"
+    assert refused["details"]["move"] == look_alike
+    assert client.ok("ulysses", {"operation": "status"})["phase"] == "IDLE"

@@ -722,3 +722,35 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
         # every write bumps the version, except a note
         expected = before["version"] + (0 if operation == "note" else 1)
         assert state["version"] == expected
+
+
+@pytest.mark.parametrize(
+    "look_alike",
+    [
+        "r\u0430ise the retry count",  # Cyrillic а
+        "raise the retry c\u03bfunt",  # Greek ο
+        "raise the retry c\u0585unt",  # Armenian օ
+        "r\u0430is\u0435 th\u0435 r\u0435try count",  # Cyrillic а and е
+        "raise the retry count\u200b",  # a zero-width space
+    ],
+)
+def test_forbidden_keys_fold_look_alikes_from_other_scripts(look_alike: str) -> None:
+    assert machine.forbidden_key(look_alike) == machine.forbidden_key("raise the retry count")
+
+
+def test_forbidden_keys_keep_different_moves_apart() -> None:
+    keys = {machine.forbidden_key(move) for move in ("git push", "git pull", "git push -f")}
+    assert len(keys) == 3
+
+
+def test_a_move_forbidden_under_an_older_key_is_still_refused() -> None:
+    # Sessions stored before the skeleton fold keep their old keys; the text decides.
+    state = reflect(in_phase("REFLECT"))[0]
+    for entry in state["forbidden_moves"]:
+        entry["key"] = " ".join(entry["text"].casefold().split())
+    (first, *_) = state["forbidden_moves"]
+    command = plan_command("another idea", "another fallback")
+    command["primary"] = first["text"].replace("e", "\u0435")  # Cyrillic е
+    with pytest.raises(Refused) as caught:
+        machine.transition(state, command, plan_facts("step_2"))
+    assert caught.value.code == "FORBIDDEN_MOVE"

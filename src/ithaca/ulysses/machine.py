@@ -23,6 +23,7 @@ import unicodedata
 from typing import Any
 
 from ithaca.kernel.errors import NotFound, Refused
+from ithaca.ulysses.lookalikes import skeleton
 
 PHASE_S = {"IDLE": 0, "PRIMARY": 1, "RECOVERY": 2, "REFLECT": 2}
 REQUIRED_ACTION = {
@@ -43,8 +44,10 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def forbidden_key(text: str) -> str:
-    """The comparison key of a move: NFKC, casefolded, whitespace runs collapsed, stripped."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    """The comparison key of a move: NFKC, casefolded, folded to its confusable skeleton
+    (UTS #39: a look-alike from another script is the same letter), whitespace runs
+    collapsed, stripped."""
+    folded = skeleton(unicodedata.normalize("NFKC", text).casefold())
     return _WHITESPACE.sub(" ", folded).strip()
 
 
@@ -204,7 +207,8 @@ _PHASE_CHECKS = {
 
 
 def _check_forbidden(state: State, command: dict[str, Any]) -> None:
-    known = {entry["key"]: entry for entry in state["forbidden_moves"]}
+    # Keys are taken again from the texts: entries stored under an older key still hold.
+    known = {forbidden_key(entry["text"]): entry for entry in state["forbidden_moves"]}
     for field in ("primary", "recovery"):
         key = forbidden_key(command[field])
         entry = known.get(key)
@@ -536,7 +540,7 @@ def _close_step(state: State, result: str) -> None:
 
 def _forbid(state: State, step: dict[str, Any], reason: str) -> list[dict[str, Any]]:
     """Forbid the step's two moves (once per key); returns the entries added."""
-    known = {entry["key"] for entry in state["forbidden_moves"]}
+    known = {forbidden_key(entry["text"]) for entry in state["forbidden_moves"]}
     added = []
     for field in ("primary", "recovery"):
         key = forbidden_key(step[field])
