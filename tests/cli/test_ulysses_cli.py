@@ -78,7 +78,7 @@ def test_a_session_runs_from_init_to_resolved(repo: Path, project: IthacaProject
 
     started = answer(repo, "init", "the login test flakes", "--constraint", "no network")
     assert (started["phase"], started["constraints"]) == ("IDLE", ["no network"])
-    answer(repo, "bind-final-validator", notebook, cells[2])
+    answer(repo, "bind-final-validator", notebook, cells[2], "--observed", '{"ok": false}')
     planned = answer(
         repo,
         "plan",
@@ -188,4 +188,17 @@ def test_rollback_with_a_wrong_label_typed_changes_nothing(
     assert "error USER_ONLY" in output
     assert "the confirmation did not match" in output
     assert (repo / "app.txt").read_text() == "the second version\n"
+    assert journal_length(project) == before
+
+
+def test_replacing_the_final_validator_asks_for_the_user_at_a_terminal(
+    repo: Path, project: IthacaProject
+) -> None:
+    notebooks = NotebookService(project.project, project.store, project.config)
+    notebook = notebooks.create({"title": "checks"})["notebookId"]
+    cell = notebooks.add_cell({"notebookId": notebook, "source": JUDGE, "filename": "f.py"})
+    answer(repo, "init", "the login test flakes")
+    before = journal_length(project)
+    refused = ulysses(repo, "bind-final-validator", notebook, cell["cellId"], "--replace")
+    assert refused.exit_code != 0 and "USER_ONLY" in refused.output
     assert journal_length(project) == before

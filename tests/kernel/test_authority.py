@@ -55,6 +55,7 @@ def test_the_typed_token_on_a_terminal_passes(monkeypatch):
         ("--project", "/x", "protocols", "approve", "apr_X"),
         ("protocols", "--json", "remove", "team.x"),
         ("ulysses", "rollback", "checkpoint_1"),
+        ("ulysses", "bind-final-validator", "nb_1", "cell_1", "--replace"),
         ("doctor", "restore", "state-x.db"),
         ("doctor", "--rebuild"),
         ("doctor", "--json", "--rebuild"),
@@ -75,4 +76,5 @@ def test_read_commands_are_not_user_only():
     assert user_only_command(("doctor", "--repair")) is None
     assert user_only_command(("sync", "import", "--resolve", "task:T1=ours")) is None
     assert user_only_command(("session", "acquire", "T-1")) is None
+    assert user_only_command(("ulysses", "bind-final-validator", "nb_1", "cell_1")) is None
     assert user_only_command(("ultragoal", "set-blocked", "--reason", "resume-pursuit")) is None

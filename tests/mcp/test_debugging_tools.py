@@ -87,7 +87,9 @@ def test_resolved_is_refused_without_a_final_validator_and_then_gated_by_it(clie
         "summary": "The upload test raced the server start; it now waits for readiness.",
     }
     assert client.refused("ulysses", done)["code"] == "FINAL_VALIDATOR_REQUIRED"
-    client.ok("ulysses", {"operation": "bind_final_validator", **cell(client)})
+    client.ok(  # seen failing on the problem as it stands
+        "ulysses", {"operation": "bind_final_validator", **cell(client), "observed": {"errors": 1}}
+    )
     refused = client.refused("ulysses", done)
     assert refused["code"] == "FINAL_VALIDATOR_FAILED"
     assert refused["details"]["validation"]["pass"] is False
@@ -216,3 +218,20 @@ def test_a_failed_move_spelled_with_look_alikes_is_forbidden_over_mcp(client):
     assert refused["code"] == "FORBIDDEN_MOVE"
     assert refused["details"]["move"] == look_alike
     assert client.ok("ulysses", {"operation": "status"})["phase"] == "IDLE"
+
+
+def test_a_final_validator_that_cannot_fail_and_a_replacement_are_refused_over_mcp(client):
+    client.ok("ulysses", {"operation": "init", "problem": "flaky upload test"})
+    always = cell(client, "from tb_validate import pass_\npass_('fine')\n")
+    refused = client.refused(
+        "ulysses", {"operation": "bind_final_validator", **always, "observed": {"errors": 1}}
+    )
+    assert refused["code"] == "FINAL_VALIDATOR_CANNOT_FAIL"
+    judge = cell(client)
+    client.ok("ulysses", {"operation": "bind_final_validator", **judge, "observed": {"errors": 1}})
+    replaced = client.refused("ulysses", {"operation": "replace_final_validator", **always})
+    assert replaced["code"] == "USER_ONLY"
+    assert (
+        client.ok("ulysses", {"operation": "status"})["finalValidator"]["cellId"]
+        == (judge["cellId"])
+    )

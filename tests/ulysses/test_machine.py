@@ -103,11 +103,12 @@ def reflect(state: Any) -> Any:
     )
 
 
-def bind_final(state: Any) -> Any:
+def bind_final(state: Any, operation: str = "bind_final_validator", **extra: Any) -> Any:
+    """Bind the final validator, seen failing on the problem as it stands."""
     return machine.transition(
         state,
-        {"operation": "bind_final_validator", "notebookId": "nb_1", "cellId": "cell_final"},
-        facts(binding=binding("final")),
+        {"operation": operation, "notebookId": "nb_1", "cellId": "cell_final"},
+        facts(binding=binding("final"), demonstration=verdict(False), **extra),
     )
 
 
@@ -379,25 +380,67 @@ def test_rows15_16_reflect_outside_reflect_is_refused(phase: str, code: str) -> 
 # --- rows 17–18: final validator ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("phase", ["IDLE", "PRIMARY", "RECOVERY", "REFLECT"])
-def test_row17_binding_the_final_validator_works_in_every_phase(phase: str) -> None:
+@pytest.mark.parametrize("phase", ["IDLE", "PRIMARY"])
+def test_row17_the_agent_binds_the_final_validator_before_the_first_outcome(phase: str) -> None:
     before = in_phase(phase)
     state, events = bind_final(before)
     assert state["finalValidator"] == binding("final")
     assert state["phase"] == phase
     assert state["version"] == before["version"] + 1
     assert kinds(events) == ["ulysses.final_validator_bound"]
+    assert events[0]["actor"] == "agent"
     assert events[0]["payload"]["snapshotHash"] == "f" * 64
+    assert events[0]["payload"]["failsOnProblem"]["reason"] == verdict(False)["reason"]
 
 
-def test_row18_a_second_final_validator_is_refused() -> None:
+@pytest.mark.parametrize("phase", ["RECOVERY", "REFLECT"])
+def test_after_the_first_outcome_binding_the_final_validator_is_the_users(phase: str) -> None:
+    command = {"operation": "bind_final_validator", "notebookId": "nb_1", "cellId": "c"}
+    demonstration = verdict(False)
+    refused(
+        "FINAL_VALIDATOR_LATE",
+        in_phase(phase),
+        command,
+        {"binding": binding("final"), "demonstration": demonstration},
+    )
+    state, events = bind_final(in_phase(phase), "replace_final_validator")
+    assert state["finalValidator"] == binding("final")
+    assert (events[0]["kind"], events[0]["actor"]) == ("ulysses.final_validator_bound", "user")
+
+
+def test_row18_a_second_final_validator_is_the_users_to_bind() -> None:
     state, _ = bind_final(in_phase("IDLE"))
     refused(
         "FINAL_VALIDATOR_ALREADY_BOUND",
         state,
         {"operation": "bind_final_validator", "notebookId": "nb_1", "cellId": "c"},
-        {"binding": binding("other")},
+        {"binding": binding("other"), "demonstration": verdict(False)},
     )
+    replaced, events = bind_final(state, "replace_final_validator")
+    assert events[0]["payload"]["replaced"] == binding("final")["binding_id"]
+
+
+@pytest.mark.parametrize("operation", ["bind_final_validator", "replace_final_validator"])
+def test_a_final_validator_that_passes_on_the_problem_is_refused(operation: str) -> None:
+    refused(
+        "FINAL_VALIDATOR_CANNOT_FAIL",
+        in_phase("IDLE"),
+        {"operation": operation, "notebookId": "nb_1", "cellId": "c"},
+        {"binding": binding("final"), "demonstration": verdict(True)},
+    )
+
+
+def test_the_first_failing_outcome_keeps_the_problem_as_it_stood() -> None:
+    state, _ = plan(init()[0])
+    command = {"operation": "outcome", "observed": {"errors": 3}}
+    failed, _ = machine.transition(state, command, facts(validation=verdict(False), problem="p1"))
+    assert failed["problem_observed"] == "p1"
+    again, _ = machine.transition(
+        failed,
+        command,
+        facts(validation=verdict(False), problem="p2", reflect_base=observation("reflect_base")),
+    )
+    assert again["problem_observed"] == "p1"
 
 
 # --- rows 19–25: complete -----------------------------------------------------------------
@@ -660,6 +703,7 @@ def facts_for(validation: dict[str, Any], n: int) -> dict[str, Any]:
         bindings={"primary": binding("primary"), "recovery": binding("recovery")},
         binding=binding("final"),
         validation=validation,
+        demonstration=validation,
         worktree_digest=None,
     )
 
@@ -708,6 +752,11 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
         if not same_session:
             assert operation == "init"
             continue
+        # the agent binds a final validator once, before any outcome, and never one that
+        # passed on the problem as it stood
+        if operation == "bind_final_validator":
+            assert before["finalValidator"] is None and not machine.has_outcome(before)
+            assert not validation["pass"]
         # REFLECT is left only by reflect or a terminal
         if before["phase"] == "REFLECT" and state["phase"] != "REFLECT":
             assert operation in ("reflect", "complete")

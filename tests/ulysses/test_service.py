@@ -93,6 +93,11 @@ class Rig:
         self.notebook_id = self.notebooks.create({"title": "checks"})["notebookId"]
         self.cells: dict[str, dict[str, str]] = {}
 
+    def bind_final(self, name: str = "final", **arguments: Any) -> dict[str, Any]:
+        """Bind the JUDGE cell ``name`` as the final validator, shown failing on the problem."""
+        given = {"observed": {"ok": False}, **arguments}
+        return self.service.bind_final_validator({**self.cell(name), **given})
+
     def cell(self, name: str, source: str = JUDGE) -> dict[str, str]:
         if name not in self.cells:
             added = self.notebooks.add_cell(
@@ -646,7 +651,7 @@ def test_resolved_needs_a_bound_final_validator_a_summary_and_observed(rig: Rig)
     rig.init()
     resolved = {"terminalState": "resolved", "summary": "s" * 50, "observed": {"ok": True}}
     refuses("FINAL_VALIDATOR_REQUIRED", rig, rig.service.complete, resolved)
-    rig.service.bind_final_validator(rig.cell("final"))
+    rig.bind_final()
     no_summary = {"terminalState": "resolved", "observed": {"ok": True}}
     refuses("SUMMARY_REQUIRED", rig, rig.service.complete, no_summary)
     refuses("SUMMARY_REQUIRED", rig, rig.service.complete, {**resolved, "summary": "  "})
@@ -659,7 +664,7 @@ def test_resolved_needs_a_bound_final_validator_a_summary_and_observed(rig: Rig)
 
 def test_a_failing_final_validator_leaves_the_state(rig: Rig) -> None:
     rig.init()
-    rig.service.bind_final_validator(rig.cell("final"))
+    rig.bind_final()
     rig.plan()
     arguments = {"terminalState": "resolved", "summary": "s" * 50, "observed": {"ok": False}}
     error = refuses("FINAL_VALIDATOR_FAILED", rig, rig.service.complete, arguments)
@@ -669,7 +674,7 @@ def test_a_failing_final_validator_leaves_the_state(rig: Rig) -> None:
 
 def test_resolved_is_refused_in_reflect(rig: Rig) -> None:
     rig.init()
-    rig.service.bind_final_validator(rig.cell("final"))
+    rig.bind_final()
     rig.plan()
     rig.service.outcome({"observed": {"ok": False}})
     rig.service.outcome({"observed": {"ok": False}})
@@ -679,7 +684,7 @@ def test_resolved_is_refused_in_reflect(rig: Rig) -> None:
 
 def test_resolved_with_a_passing_final_validator_records_a_lesson(rig: Rig) -> None:
     session_id = rig.init()["session_id"]
-    rig.service.bind_final_validator(rig.cell("final"))
+    rig.bind_final()
     rig.plan()
     rig.service.outcome({"observed": {"ok": True}})
     summary = "Raising the retry count hides the race; the fix is to await the login event."
@@ -700,7 +705,7 @@ def test_resolved_with_a_passing_final_validator_records_a_lesson(rig: Rig) -> N
 
 def test_a_tampered_final_validator_persists_reflect_then_refuses(rig: Rig) -> None:
     rig.init()
-    bound = rig.service.bind_final_validator(rig.cell("final"))["finalValidator"]
+    bound = rig.bind_final()["finalValidator"]
     rig.plan()
     tamper_delete_blob(rig, bound)
     arguments = {"terminalState": "resolved", "summary": "s" * 50, "observed": {"ok": True}}
@@ -929,3 +934,87 @@ def test_malformed_input_of_every_operation_is_refused_before_anything(
     if caught.value.code == "INVALID_INPUT":
         assert {"pointer", "problem"} <= set(caught.value.details)
     assert rig.last_seq() == seq
+
+
+# --- the final validator is fixed before the fix, and can fail -----------------------------
+
+PROBE_MARKER = """\
+import os
+from tb_validate import pass_, fail
+fixed = os.path.exists(os.path.join(os.environ["ITHACA_PROJECT_ROOT"], "fixed.txt"))
+pass_("the fix is in place") if fixed else fail("fixed.txt is missing")
+"""
+
+
+def probe(rig: Rig, name: str = "probe") -> dict[str, str]:
+    if name not in rig.cells:
+        added = rig.notebooks.add_cell(
+            {
+                "notebookId": rig.notebook_id,
+                "source": PROBE_MARKER,
+                "filename": f"{name}.py",
+                "mode": "probe",
+            }
+        )
+        rig.cells[name] = {"notebookId": rig.notebook_id, "cellId": added["cellId"]}
+    return rig.cells[name]
+
+
+def test_a_final_validator_that_passes_on_the_problem_is_refused(rig: Rig) -> None:
+    rig.init()
+    error = refuses(
+        "FINAL_VALIDATOR_CANNOT_FAIL",
+        rig,
+        rig.service.bind_final_validator,
+        {**rig.cell("final"), "observed": {"ok": True}},
+    )
+    assert error.details["validation"]["pass"] is True
+    assert rig.state()["finalValidator"] is None
+
+
+def test_a_judge_final_validator_needs_the_problem_as_it_stands(rig: Rig) -> None:
+    rig.init()
+    refuses("PROBLEM_OBSERVATION_REQUIRED", rig, rig.service.bind_final_validator, rig.cell("f"))
+    bound = rig.bind_final("f")
+    assert bound["finalValidator"]["cellId"] == rig.cell("f")["cellId"]
+    (event,) = rig.events("ulysses.final_validator_bound")
+    assert event["actor"] == "agent"
+    assert event["payload"]["failsOnProblem"]["reason"] == "ok is not true"
+
+
+def test_a_probe_final_validator_measures_the_project_as_it_stands(rig: Rig) -> None:
+    rig.init()
+    (rig.root / "fixed.txt").write_text("already\n")
+    refuses("FINAL_VALIDATOR_CANNOT_FAIL", rig, rig.service.bind_final_validator, probe(rig))
+    (rig.root / "fixed.txt").unlink()
+    rig.service.bind_final_validator(probe(rig))  # no observed: a probe looks for itself
+    assert rig.state()["finalValidator"]["mode"] == "probe"
+
+
+def test_after_the_first_outcome_only_the_user_binds_on_the_first_failing_data(rig: Rig) -> None:
+    rig.init()
+    rig.plan()
+    rig.service.outcome({"observed": {"ok": False, "seen": "first"}})
+    for name in ("final", "other"):
+        rig.cell(name)  # made before the refusals, which must leave the journal as it was
+    refuses("FINAL_VALIDATOR_LATE", rig, rig.bind_final)
+    bound = rig.service.replace_final_validator(rig.cell("final"))  # the CLI's --replace
+    assert bound["finalValidator"]["cellId"] == rig.cell("final")["cellId"]
+    (event,) = rig.events("ulysses.final_validator_bound")
+    assert event["actor"] == "user"
+    refuses("FINAL_VALIDATOR_ALREADY_BOUND", rig, rig.bind_final, "other")
+    rig.service.replace_final_validator(rig.cell("other"))
+    latest = rig.events("ulysses.final_validator_bound")[-1]
+    assert latest["payload"]["replaced"] == event["payload"]["binding_id"]
+
+
+def test_the_agent_cannot_replace_the_final_validator_through_dispatch(rig: Rig) -> None:
+    rig.init()
+    rig.bind_final()
+    error = refuses(
+        "USER_ONLY",
+        rig,
+        rig.service.dispatch,
+        {"operation": "replace_final_validator", **rig.cell("other")},
+    )
+    assert error.details["reason"] == "cli_only"

@@ -158,13 +158,33 @@ def outcome_command(ctx: click.Context, observed: str, details: str | None, as_j
 @group.command("bind-final-validator")
 @click.argument("notebook_id")
 @click.argument("cell_id")
+@click.option(
+    "--observed",
+    help="JSON: the problem as it stands, which a judge cell must fail on (default: the"
+    " first failing outcome's).",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="★ The user's: bind after the first outcome, or replace the bound validator.",
+)
 @json_option
 @click.pass_context
 def bind_final_validator_command(
-    ctx: click.Context, notebook_id: str, cell_id: str, as_json: bool
+    ctx: click.Context,
+    notebook_id: str,
+    cell_id: str,
+    observed: str | None,
+    replace: bool,
+    as_json: bool,
 ) -> None:
-    """Pin the cell that gates complete --resolved."""
-    arguments = {"notebookId": notebook_id, "cellId": cell_id}
+    """Pin the cell that gates complete --resolved, once it is seen failing on the problem."""
+    arguments: dict[str, Any] = {"notebookId": notebook_id, "cellId": cell_id}
+    if observed is not None:
+        arguments["observed"] = _json_value("--observed", observed)
+    if replace:
+        with errors_to_exit():
+            require_user("bind the final validator", cell_id)
 
     def render(answer: dict[str, Any]) -> None:
         final = answer["finalValidator"]
@@ -174,7 +194,12 @@ def bind_final_validator_command(
             markup=False,
         )
 
-    _perform(ctx, as_json, lambda service: service.bind_final_validator(arguments), render)
+    def bind(service: UlyssesService) -> dict[str, Any]:
+        if replace:
+            return service.replace_final_validator(arguments)
+        return service.bind_final_validator(arguments)
+
+    _perform(ctx, as_json, bind, render)
 
 
 @group.command("reflect")

@@ -31,6 +31,7 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("protocols", "remove"),
     ("protocols", "admit"),
     ("ulysses", "rollback"),
+    ("ulysses", "bind-final-validator", "--replace"),
     ("ultragoal", "resume-pursuit"),
     ("ultragoal", "set-budget-limited"),
     ("ultragoal", "approve-review-dispatch-renewal"),

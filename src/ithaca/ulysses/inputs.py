@@ -105,6 +105,11 @@ def _note_data(value: Any, pointer: str) -> Any:
 
 _ID = _text(ID_MAX_CHARS)
 
+_FINAL_BINDING: dict[str, tuple[Checker, Any]] = {
+    "notebookId": (_ID, _ABSENT),
+    "cellId": (_ID, _ABSENT),
+    "observed": (_observed, None),  # the problem as it stands, for a judge cell
+}
 # Per operation: field -> (checker, default). ``_ABSENT`` marks a required field;
 # ``None`` an optional one left out of the command when not given.
 OPERATIONS: dict[str, dict[str, tuple[Checker, Any]]] = {
@@ -124,7 +129,8 @@ OPERATIONS: dict[str, dict[str, tuple[Checker, Any]]] = {
         "observed": (_observed, _ABSENT),
         "details": (_text(8000, blank_ok=True), None),
     },
-    "bind_final_validator": {"notebookId": (_ID, _ABSENT), "cellId": (_ID, _ABSENT)},
+    "bind_final_validator": _FINAL_BINDING,
+    "replace_final_validator": _FINAL_BINDING,
     "reflect": {
         "hypothesis": (_text(4000), _ABSENT),
         "falsification": (_text(4000), _ABSENT),

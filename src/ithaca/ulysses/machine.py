@@ -173,14 +173,37 @@ def _check_reflect(state: State, command: dict[str, Any]) -> None:
         )
 
 
+# The user's own way to bind late or replace: the ``replace_final_validator`` operation,
+# which only the CLI offers, behind the terminal check (``kernel.authority``).
+USER_BINDS_FINAL = (
+    "`ithaca ulysses bind-final-validator NOTEBOOK CELL --replace` in their own terminal"
+)
+
+
 def _check_bind_final(state: State, command: dict[str, Any]) -> None:
+    """The agent binds the final validator once, before the first outcome, so that it is
+    fixed before any fix and cannot be fitted to one; binding it later, or replacing it, is
+    the user's."""
     bound = state["finalValidator"]
     if bound is not None:
         raise Refused(
             "FINAL_VALIDATOR_ALREADY_BOUND",
-            "a final validator is already bound to this session; it cannot change",
+            f"a final validator is already bound to this session; replacing it is the user's"
+            f" ({USER_BINDS_FINAL})",
             {"finalValidator": bound},
         )
+    if has_outcome(state):
+        raise Refused(
+            "FINAL_VALIDATOR_LATE",
+            "the final validator is bound before the first outcome, so that it is fixed"
+            f" before any fix; binding one now is the user's ({USER_BINDS_FINAL})",
+            {},
+        )
+
+
+def has_outcome(state: State) -> bool:
+    """Whether a step's validator has judged an outcome in this session."""
+    return any(entry["role"] in ("primary", "recovery") for entry in state["evidence"])
 
 
 def _check_complete(state: State, command: dict[str, Any]) -> None:
@@ -202,6 +225,7 @@ _PHASE_CHECKS = {
     "outcome": _check_outcome,
     "reflect": _check_reflect,
     "bind_final_validator": _check_bind_final,
+    "replace_final_validator": lambda state, command: None,  # the user's, at any point
     "complete": _check_complete,
 }
 
@@ -378,6 +402,8 @@ def _outcome(state: State, command: dict[str, Any], facts: dict[str, Any]) -> li
         "evidenceDigest": validation["evidenceDigest"],
         "from": before,
     }
+    if not validation["pass"] and facts.get("problem") and not state.get("problem_observed"):
+        state["problem_observed"] = facts["problem"]  # the first failing outcome's data
     if validation["pass"]:
         checkpoint = facts["checkpoint"]
         state["checkpoints"].append(checkpoint)
@@ -445,9 +471,30 @@ def _reflect(state: State, command: dict[str, Any], facts: dict[str, Any]) -> li
 
 
 def _bind_final(state: State, command: dict[str, Any], facts: dict[str, Any]) -> list[Event]:
+    """``bind_final_validator`` (the agent's) and ``replace_final_validator`` (the user's):
+    either way the validator must first be seen failing on the problem as it stands."""
+    shown = facts["demonstration"]  # the validator run on the problem as it stands
+    if shown["pass"]:
+        raise Refused(
+            "FINAL_VALIDATOR_CANNOT_FAIL",
+            f"the final validator passes on the problem as it stands ({shown['reason']}), so"
+            " its pass would prove nothing; bind one that fails here and passes once the"
+            " problem is fixed",
+            {"validation": shown},
+        )
+    replaced = state["finalValidator"]
     binding = facts["binding"]
     state["finalValidator"] = binding
-    return [_event(state["session_id"], "ulysses.final_validator_bound", _trusted(binding))]
+    if facts.get("problem") is not None:
+        state["problem_observed"] = facts["problem"]
+    payload = {
+        **_trusted(binding),
+        "failsOnProblem": {"evidenceDigest": shown["evidenceDigest"], "reason": shown["reason"]},
+    }
+    if replaced is not None:
+        payload["replaced"] = replaced["binding_id"]
+    actor = "user" if command["operation"] == "replace_final_validator" else "agent"
+    return [_event(state["session_id"], "ulysses.final_validator_bound", payload, actor=actor)]
 
 
 def _complete(state: State, command: dict[str, Any], facts: dict[str, Any]) -> list[Event]:
@@ -504,6 +551,7 @@ _HANDLERS = {
     "outcome": _outcome,
     "reflect": _reflect,
     "bind_final_validator": _bind_final,
+    "replace_final_validator": _bind_final,
     "complete": _complete,
     "rollback": _rollback,
 }

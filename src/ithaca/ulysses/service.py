@@ -32,7 +32,7 @@ from ithaca.kernel.errors import Conflict, Corrupt, NotFound, Refused
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 from ithaca.ulysses import checkpoints, inputs, knowledge, machine, views
-from ithaca.validators import bindings, snapshot
+from ithaca.validators import bindings, runner, snapshot
 
 State = dict[str, Any]
 Diagnostics = list[dict[str, Any]]
@@ -55,11 +55,18 @@ class UlyssesService:
 
     def dispatch(self, arguments: Any) -> dict[str, Any]:
         """``ulysses {operation, ...}`` as the MCP tool receives it."""
-        if isinstance(arguments, dict) and arguments.get("operation") == "rollback":
+        operation = arguments.get("operation") if isinstance(arguments, dict) else None
+        if operation == "rollback":
             raise Refused(
                 "USER_ONLY",
                 "only the user may roll back, with `ithaca ulysses rollback <label>` at a terminal",
                 {"reason": "cli_only", "action": "roll back"},
+            )
+        if operation == "replace_final_validator":
+            raise Refused(
+                "USER_ONLY",
+                f"only the user may replace the final validator, with {machine.USER_BINDS_FINAL}",
+                {"reason": "cli_only", "action": "replace the final validator"},
             )
         return self._run(inputs.parse(arguments))
 
@@ -74,6 +81,11 @@ class UlyssesService:
 
     def bind_final_validator(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return self._call("bind_final_validator", arguments)
+
+    def replace_final_validator(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The user's binding: after the first outcome, or over the bound validator (the CLI
+        offers it only after its terminal check)."""
+        return self._call("replace_final_validator", arguments)
 
     def reflect(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return self._call("reflect", arguments)
@@ -105,6 +117,7 @@ class UlyssesService:
             "plan": self._plan,
             "outcome": self._outcome,
             "bind_final_validator": self._bind_final_validator,
+            "replace_final_validator": self._bind_final_validator,
             "reflect": self._reflect,
             "note": self._note,
             "status": self._status,
@@ -200,6 +213,8 @@ class UlyssesService:
         role = machine.step_role(state)
         binding_id = state["active_step"][f"{role}Validator"]["binding_id"]
         validation, facts, diagnostics = self._judge(conn, state, command, binding_id)
+        if not validation["pass"] and not state.get("problem_observed"):
+            facts["problem"] = self._keep(command["observed"])
         with self.store.write() as tx:
             current = _unchanged(tx, state)
             after, events = machine.transition(current, command, {**facts, "now": clock.now()})
@@ -220,14 +235,19 @@ class UlyssesService:
 
     def _bind_final_validator(self, command: dict[str, Any]) -> dict[str, Any]:
         conn = self.store.connection()
-        machine.check(_active(conn), command)
+        state = _active(conn)
+        machine.check(state, command)
+        assert state is not None
+        settings = self.config["validators"]
         snapshot_value, cell = snapshot.build(
-            conn, command["notebookId"], command["cellId"], self.config["validators"]
+            conn, command["notebookId"], command["cellId"], settings
+        )
+        problem, observed = self._problem(state, snapshot_value["mode"], command)
+        shown = runner.run_snapshot(
+            snapshot_value, observed, settings, project_root=self.project.root
         )
         with self.store.write() as tx:
-            current = _active(tx)
-            machine.check(current, command)
-            assert current is not None
+            current = _unchanged(tx, state)
             binding = bindings.bind(
                 tx,
                 self.blobs,
@@ -237,7 +257,12 @@ class UlyssesService:
                 role="final",
                 cell=cell,
             )
-            facts = {"now": clock.now(), "binding": binding}
+            facts = {
+                "now": clock.now(),
+                "binding": binding,
+                "demonstration": shown,
+                "problem": problem,
+            }
             after, events = machine.transition(current, command, facts)
             assert after is not None
             seqs = _commit(tx, after, events)
@@ -408,6 +433,28 @@ class UlyssesService:
         }
 
     # --- helpers --------------------------------------------------------------------
+
+    def _problem(self, state: State, mode: str, command: dict[str, Any]) -> tuple[str | None, Any]:
+        """The observed data a final validator is shown failing on, and its blob digest
+        when it is new to the session: a probe measures the project itself; a judge is
+        run on ``observed`` given now, else on the first failing outcome's."""
+        if "observed" in command:
+            return self._keep(command["observed"]), command["observed"]
+        if mode == "probe":
+            return None, {}
+        kept = state.get("problem_observed")
+        if not kept:
+            raise Refused(
+                "PROBLEM_OBSERVATION_REQUIRED",
+                "a judge final validator is bound only once it is seen failing on the"
+                " problem as it stands: pass observed, the data that shows the problem now",
+                {"pointer": "/observed"},
+            )
+        return None, json.loads(self.blobs.get(kept))
+
+    def _keep(self, observed: Any) -> str:
+        """Store observed data in the blob store; returns its digest."""
+        return self.blobs.put(runner.canonical_observed(observed))
 
     def _status_answer(self, conn: sqlite3.Connection, state: State) -> dict[str, Any]:
         count = conn.execute(
