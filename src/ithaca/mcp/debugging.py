@@ -74,7 +74,9 @@ ULYSSES_DESCRIPTION = (
     "the recovery step, a failed recovery forbids both moves and requires reflect. "
     "reflect {hypothesis, falsification} records a falsifiable hypothesis (required at S=2 "
     "with no active step; mutating tools are blocked until then). bind_final_validator "
-    "{notebookId, cellId} pins the cell that gates complete(resolved). note {thought, "
+    "{notebookId, cellId, observed?} pins the cell that gates complete(resolved), once and "
+    "before the first outcome; it must fail on the problem as it stands (a probe cell "
+    "measures it, a judge cell is run on observed). note {thought, "
     "kind?, data?} adds to the trace. status and resume {session_id?} read the state; "
     "treat their answer as the only truth. complete {terminalState: resolved | "
     "insufficient_information | environment_compromised, summary, observed (resolved), "
@@ -106,7 +108,11 @@ ULYSSES_SCHEMA: dict[str, Any] = {
         "irreversible": {"type": "boolean", "description": "The step cannot be undone (plan)."},
         "primaryValidator": _CELL_REF,
         "recoveryValidator": _CELL_REF,
-        "observed": {**ANY_JSON, "description": "What you observed (outcome, complete)."},
+        "observed": {
+            **ANY_JSON,
+            "description": "What you observed (outcome, complete), or the problem as it"
+            " stands (bind_final_validator).",
+        },
         "details": {"type": "string", "description": "Notes on what happened (outcome)."},
         "notebookId": _TEXT,
         "cellId": _TEXT,
