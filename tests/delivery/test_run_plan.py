@@ -38,9 +38,13 @@ if mode == "chatty":
 if mode == "hang":
     import time
     time.sleep(60)
-if mode == "orphan":
-    left = subprocess.Popen(["sleep", "60"])
-    with open(os.path.join(os.environ["REPORT_DIR"], task + ".orphan"), "w") as out:
+if mode in ("orphan", "deaf-orphan"):
+    deaf = ["sh", "-c", "trap '' TERM; exec sleep 60"]
+    quiet = subprocess.DEVNULL if mode == "deaf-orphan" else None
+    left = subprocess.Popen(
+        deaf if mode == "deaf-orphan" else ["sleep", "60"], stdout=quiet, stderr=quiet
+    )
+    with open(os.path.join(os.environ["REPORT_DIR"], task + "." + mode), "w") as out:
         out.write(str(left.pid))
     sys.exit(0)
 with open(os.environ["ITHACA_PACKET_PATH"]) as packet_file:
@@ -317,6 +321,16 @@ def test_what_a_worker_leaves_running_is_stopped_with_it(project, change, settin
     assert answer["pause"]["reason"] == "TASK_NOT_CONVERGED"
     left = int((reports / "T-1.orphan").read_text())
     assert not processes.is_alive(left, None)  # a zombie nobody reaps counts as gone
+
+
+def test_a_left_over_that_closed_its_output_and_ignores_sigterm_is_killed(
+    project, change, settings, reports, monkeypatch
+):
+    monkeypatch.setattr(run_plan_worker, "TERM_GRACE_S", 1.0)
+    answer = run(project, settings("deaf-orphan"), max_parallel=1)
+    assert answer["pause"]["reason"] == "TASK_NOT_CONVERGED"
+    left = int((reports / "T-1.deaf-orphan").read_text())
+    assert not processes.is_alive(left, None)
 
 
 def test_the_worker_log_is_capped(project, change, settings, monkeypatch):

@@ -39,6 +39,29 @@ def is_alive(pid: int, start: str | None) -> bool:
     return start is None or fields[19] == start
 
 
+def group_is_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (its zombies count as gone).
+
+    Signalling a group succeeds while it holds only zombies, so on Linux the members
+    are read from ``/proc``; elsewhere the signal test is all there is.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is not None and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields 3… of ``/proc/<pid>/stat`` (after the parenthesised command name)."""
     try:

@@ -6,7 +6,7 @@ output copied to ``sessions/<sid>/worker.log`` up to 8 MiB (the rest is drained 
 dropped, so a chatty worker never blocks on a full pipe). While workers run, the runner
 renews their leases every 30 seconds; a worker past its timeout gets SIGTERM, then
 SIGKILL 10 seconds later, and so does whatever a worker that ended left running in its
-group (it would hold the log pipe open).
+group, until no process of the group is left.
 
 How a worker ended — its exit status, or a timeout — is recorded, never trusted: the
 runner reads the task's state afterwards, and only a completed task counts.
@@ -23,6 +23,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import IO
+
+from ithaca.delivery import processes
 
 LOG_CAP_BYTES = 8 * 1024 * 1024
 HEARTBEAT_EVERY_S = 30.0
@@ -96,16 +98,27 @@ def wait_any(
 
 def stop(worker: Launched) -> None:
     """SIGTERM the worker's process group, SIGKILL whatever is left after the grace
-    period; returns once the worker is reaped and its log closed."""
+    period; returns once every process of the group is gone (a left-over that closed
+    its output would otherwise outlive the run), the worker reaped and its log closed."""
     if _signal_group(worker, signal.SIGTERM):
         deadline = time.monotonic() + TERM_GRACE_S
         with suppress(subprocess.TimeoutExpired):
             worker.process.wait(timeout=TERM_GRACE_S)
         worker.log.join(max(0.0, deadline - time.monotonic()))
-        if worker.process.poll() is None or worker.log.is_alive():
+        if not _group_ends_by(worker, deadline) or worker.log.is_alive():
             _signal_group(worker, signal.SIGKILL)
+            _group_ends_by(worker, time.monotonic() + TERM_GRACE_S)
     worker.process.wait()
     worker.log.join()
+
+
+def _group_ends_by(worker: Launched, deadline: float) -> bool:
+    """Wait until the worker's group has no live process, or ``deadline``."""
+    while processes.group_is_alive(worker.process.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
 
 
 def _signal_group(worker: Launched, sent: signal.Signals) -> bool:
