@@ -40,10 +40,38 @@ class Driver:
         "verification_surface": "test_objects passes",
     }
 
+    JUDGE = (
+        "from tb_validate import observed, pass_, fail\n"
+        "pass_('ok') if observed().get('ok') else fail('not ok')\n"
+    )
+
     def __init__(self, service: UltragoalService, root: Path):
         self.service = service
         self.root = root
         self.session = self.SESSION
+        self._validator: dict[str, str] | None = None
+
+    def validator(self) -> dict[str, str]:
+        """A judge cell that passes on ``{"ok": true}``: what the driver's stories are
+        measured by (an APPROVE needs a passing run of the story's validator)."""
+        if self._validator is None:
+            from ithaca.validators.notebooks import NotebookService
+
+            service = self.service
+            notebooks = NotebookService(service.project, service.store, service.config)
+            notebook = notebooks.create({"title": "story checks"})["notebookId"]
+            made = notebooks.add_cell(
+                {"notebookId": notebook, "source": self.JUDGE, "filename": "story_check.py"}
+            )
+            self._validator = {"notebookId": notebook, "cellId": made["cellId"]}
+        return self._validator
+
+    def measured(self, *stories: dict[str, Any]) -> list[dict[str, Any]]:
+        """The stories, each with the driver's validator unless it names its own."""
+        return [
+            story if "validator" in story else {**story, "validator": self.validator()}
+            for story in stories
+        ]
 
     def call(self, operation: str, **fields: Any) -> dict[str, Any]:
         return self.service.dispatch({"operation": operation, "session": self.session, **fields})
@@ -63,7 +91,7 @@ class Driver:
     def plan(self, *stories: dict[str, Any]) -> None:
         """Planning with both slots and the stories, all confirmed (relayed)."""
         self.call("set", phase="planning", outcome=self.OUTCOME, verification_surface=self.SURFACE)
-        self.call("set_stories", stories=list(stories or (self.STORY_A,)))
+        self.call("set_stories", stories=self.measured(*(stories or (self.STORY_A,))))
         self.call("confirm_all_stories")
 
     def pursue(self, *stories: dict[str, Any]) -> None:
@@ -77,6 +105,8 @@ class Driver:
             if current is None:
                 return
             ref = self.write(f"evidence/{current['id']}.txt", f"story {current['id']} done\n")
+            if current.get("validator"):
+                self.call("run_story_validator", id=current["id"], observed={"ok": True})
             self.call(
                 "record_story_verdict",
                 id=current["id"],

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from ithaca import open_project
 from ithaca.cli.ultragoal import group
 from ithaca.kernel import journal
+from ithaca.validators.notebooks import NotebookService
 
 SESSION = "sess-cli"
 
@@ -51,12 +53,27 @@ STORY = {
 }
 
 
+JUDGE = (
+    "from tb_validate import observed, pass_, fail\n"
+    "pass_('ok') if observed().get('ok') else fail('not ok')\n"
+)
+
+
 def pursue(root: Path) -> None:
+    """Planning to pursuing through the CLI, story A measured by a judge cell that has
+    passed (an APPROVE needs a passing run of the story's validator)."""
     (root / "done.txt").write_text("done\n")
+    project = open_project(root)
+    notebooks = NotebookService(project.project, project.store, project.config)
+    notebook = notebooks.create({"title": "checks"})["notebookId"]
+    cell = notebooks.add_cell({"notebookId": notebook, "source": JUDGE, "filename": "a.py"})
+    project.close()
+    story = {**STORY, "validator": {"notebookId": notebook, "cellId": cell["cellId"]}}
     ok(root, "set", "--phase", "planning", "--outcome", "Parser", "--verification-surface", "t")
-    ok(root, "set-stories", "--json", json.dumps([STORY]))
+    ok(root, "set-stories", "--json", json.dumps([story]))
     ok(root, "confirm-all-stories")
     ok(root, "set", "--phase", "pursuing", "--completion-evidence", "done.txt")
+    ok(root, "run-story-validator", "A", "--observed", '{"ok": true}')
 
 
 def test_the_seed_sequence_reaches_complete_through_the_cli(opened: Any, project_dir: Path) -> None:

@@ -40,6 +40,7 @@ def test_all_gates_are_listed_and_the_first_is_the_code(ug: Any) -> None:
         (1, "COMPLETE_VERDICT_NOT_APPROVE"),
         (3, "VERDICT_ARTIFACT_INVALID"),
         (6, "STORY_VERDICT_MISSING"),
+        (6, "STORY_VALIDATOR_NOT_PASSED"),
         (7, "REVIEW_MISSING"),
     ]
 

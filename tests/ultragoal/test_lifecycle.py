@@ -268,10 +268,10 @@ def test_progress_counts_commits_with_changes_stories_evidence(ug: Any) -> None:
     (root / "app.txt").write_text("two\n")
     git(root, "commit", "-qam", "two")
     assert moved() == ["commit"]
-    ug.approve_stories()
-    assert moved() == ["commit", "evidence"]
+    ug.approve_stories()  # runs each story's validator, then approves it with evidence
+    assert moved() == ["commit", "evidence", "validator"]
     ug.call("add_story", story={**ug.STORY_B, "id": "C"}, evidence="e", rationale="r")
-    assert moved() == ["commit", "stories", "evidence"]
+    assert moved() == ["commit", "stories", "evidence", "validator"]
     git(root, "pack-refs", "--all")
     assert progress.read_head(str(root)) == git(root, "rev-parse", "HEAD")
 

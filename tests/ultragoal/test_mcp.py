@@ -70,10 +70,11 @@ def test_the_server_offers_ultragoal_without_the_users_levers(agent: Agent) -> N
 
 def test_the_seed_sequence_reaches_complete_over_mcp(ug: Any, agent: Agent) -> None:
     agent.ok("set", phase="planning", outcome=ug.OUTCOME, verification_surface=ug.SURFACE)
-    agent.ok("set_stories", stories=[ug.STORY_A, ug.STORY_B])
+    agent.ok("set_stories", stories=ug.measured(ug.STORY_A, ug.STORY_B))
     agent.ok("confirm_all_stories")
     agent.ok("set", phase="pursuing", completion_evidence=[ug.write("evidence/final.txt")])
     for story in ("A", "B"):
+        agent.ok("run_story_validator", id=story, observed={"ok": True})
         agent.ok(
             "record_story_verdict",
             id=story,

@@ -58,6 +58,18 @@ def pursuing(ug: Any) -> None:
     ug.pursue(story(A), story(B))
 
 
+def measured(ug: Any) -> None:
+    """Pursuing, with the current story's validator passed (only evidence is missing)."""
+    pursuing(ug)
+    ug.call("run_story_validator", id=A, observed={"ok": True})
+
+
+def unmeasured(ug: Any) -> None:
+    """Pursuing a story that no validator measures."""
+    ug.pursue({**story(A), "validator": None})
+    ug.write("evidence/A.txt")
+
+
 def pursuing_with_new_story(ug: Any) -> None:
     pursuing(ug)
     ug.call("add_story", story=story("C"), evidence="e", rationale="r")
@@ -302,28 +314,28 @@ CASES: list[tuple[Setup, str, dict[str, Any], str, int]] = [
         1,
     ),
     (
-        pursuing,
+        measured,
         "record_story_verdict",
         {"id": A, "verdict": "APPROVE", "verifier": "v", "evidence_refs": ["missing.txt"]},
         "EVIDENCE_MISSING",
         1,
     ),
     (
-        pursuing,
+        measured,
         "record_story_verdict",
         {"id": A, "verdict": "APPROVE", "verifier": "v", "evidence_refs": ["evidence"]},
         "EVIDENCE_MISSING",
         1,
     ),
     (
-        pursuing,
+        measured,
         "record_story_verdict",
         {"id": A, "verdict": "APPROVE", "verifier": "v", "evidence_refs": ["../outside.txt"]},
         "EVIDENCE_PATH_UNSAFE",
         1,
     ),
     (
-        pursuing,
+        measured,
         "record_story_verdict",
         {
             "id": A,
@@ -335,10 +347,24 @@ CASES: list[tuple[Setup, str, dict[str, Any], str, int]] = [
         1,
     ),
     (
-        pursuing,
+        measured,
         "record_story_verdict",
         {"id": A, "verdict": "APPROVE", "verifier": "v", "evidence_refs": ["escape.txt"]},
         "EVIDENCE_PATH_UNSAFE",
+        1,
+    ),
+    (
+        pursuing,
+        "record_story_verdict",
+        {"id": A, "verdict": "APPROVE", "verifier": "v", "evidence_refs": ["evidence/final.txt"]},
+        "STORY_VALIDATOR_NOT_PASSED",
+        1,
+    ),
+    (
+        unmeasured,
+        "record_story_verdict",
+        {"id": A, "verdict": "APPROVE", "verifier": "v", "evidence_refs": ["evidence/A.txt"]},
+        "STORY_VALIDATOR_REQUIRED",
         1,
     ),
     (pursuing, "set_verdict", {"verdict": "MAYBE"}, "INVALID_INPUT", 2),

@@ -44,6 +44,15 @@ wrong = {title: slug(title) for title, want in cases.items() if slug(title) != w
 pass_("every title slugs correctly") if not wrong else fail("wrong slugs", wrong)
 """
 
+PROBE_README = """\
+import os
+from tb_validate import pass_, fail
+
+path = os.path.join(os.environ["ITHACA_PROJECT_ROOT"], "README.md")
+text = open(path).read() if os.path.exists(path) else ""
+pass_("README.md shows a slug() call") if "slug(" in text else fail("no slug() example")
+"""
+
 OUTCOME = "slug(title) turns a title into a lowercase, hyphen-joined URL slug"
 SURFACE = "the probe validator passes and README.md documents slug()"
 STORY_SLUG = {
@@ -233,15 +242,33 @@ async def _plan(pursuit: Pursuit) -> None:
         },
     )
     probe = {"notebookId": notebook_id, "cellId": cell["cellId"]}
-    say("agent> notebook: probe_slugs.py (imports slugs.py and checks three titles itself)")
+    readme = await pursuit.tool(
+        "notebook",
+        {
+            "operation": "add_cell",
+            "notebookId": notebook_id,
+            "filename": "probe_readme.py",
+            "source": PROBE_README,
+            "mode": "probe",
+        },
+    )
+    docs_probe = {"notebookId": notebook_id, "cellId": readme["cellId"]}
+    say(
+        "agent> notebook: probe_slugs.py (imports slugs.py and checks three titles itself),"
+        " probe_readme.py (reads README.md)"
+    )
 
     await pursuit.call("set", phase="planning", outcome=OUTCOME, verification_surface=SURFACE)
     say(f"agent> ultragoal set phase=planning outcome={OUTCOME!r}")
     stored = await pursuit.call(
-        "set_stories", stories=[{**STORY_SLUG, "validator": probe}, STORY_DOCS]
+        "set_stories",
+        stories=[{**STORY_SLUG, "validator": probe}, {**STORY_DOCS, "validator": docs_probe}],
     )
     frozen = stored["stories"][0]["validator"]["snapshot_sha256"]
-    say(f"agent> ultragoal set_stories S1 (validator probe_slugs.py, frozen {frozen[:12]}…), S2")
+    say(
+        f"agent> ultragoal set_stories S1 (validator probe_slugs.py, frozen {frozen[:12]}…),"
+        " S2 (validator probe_readme.py)"
+    )
     await pursuit.complete_too_early("PHASE_PLANNING")
     confirmed = await pursuit.call("confirm_all_stories")
     expect(confirmed["confirmed"] == ["S1", "S2"], f"stories not confirmed: {confirmed}")
@@ -284,6 +311,8 @@ async def _stories(pursuit: Pursuit) -> None:
         f"current story {approved['current_story']['id']}"
     )
     (root / "README.md").write_text("# slugs\n\n    slug('Hello World')  # 'hello-world'\n")
+    measured = await pursuit.call("run_story_validator", id="S2")
+    expect(measured["pass"] is True, f"the README probe failed: {measured}")
     docs = await pursuit.call(
         "record_story_verdict",
         id="S2",
@@ -293,8 +322,8 @@ async def _stories(pursuit: Pursuit) -> None:
     )
     expect(docs["current_story"] is None, f"a story is still pending: {docs}")
     say(
-        "agent> (writes README.md) ultragoal record_story_verdict S2 APPROVE -> "
-        "every story approved"
+        "agent> (writes README.md) ultragoal run_story_validator S2 -> pass;"
+        " record_story_verdict S2 APPROVE -> every story approved"
     )
 
 

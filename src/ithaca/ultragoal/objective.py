@@ -113,7 +113,16 @@ def _check_story_verdict(
         )
     if not refs:
         raise Refused("EVIDENCE_REQUIRED", "an APPROVE verdict needs evidence_refs")
-    if story.get("validator") and run_id is None:
+    if not story.get("validator"):
+        raise Refused(
+            "STORY_VALIDATOR_REQUIRED",
+            f"story {story_id} has no validator: an APPROVE needs a passing run of a validator"
+            " bound to the story (a probe cell measures for itself), not only files the"
+            " pursuit wrote; bind one with revise-story --json '{\"validator\": …}', then"
+            " run-story-validator",
+            {"id": story_id},
+        )
+    if run_id is None:
         raise Refused(
             "STORY_VALIDATOR_NOT_PASSED",
             f"story {story_id}'s validator has not passed since its last change"
