@@ -19,7 +19,8 @@ def test_the_ultragoal_scene_refuses_every_shortcut_and_then_completes(
 
     assert "Stop -> BLOCK: [ULTRAGOAL 1/10" in shown
     assert "Current story S1" in shown
-    assert "confirm_all_stories -> S1, S2 confirmed (relaying the user's approval)" in shown
+    assert "confirm_all_stories -> REFUSED: AUTHORITY_USER_ONLY (strict approval)" in shown
+    assert "they type demo-ult) -> S1, S2 confirmed by the user" in shown
     assert "record_story_verdict S1 APPROVE -> REFUSED: STORY_VALIDATOR_NOT_PASSED" in shown
     assert "run_story_validator S1 -> fail: wrong slugs" in shown
     assert "run_story_validator S1 -> pass: every title slugs correctly" in shown
@@ -37,6 +38,6 @@ def test_the_ultragoal_scene_refuses_every_shortcut_and_then_completes(
     assert "7:REVIEW_NOT_ELIGIBLE" in refusals[3]
     assert "1:COMPLETE_VERDICT_NOT_APPROVE" in refusals[4] and "7:" not in refusals[4]
 
-    assert "request_complete -> phase complete" in shown
+    assert "request_complete -> phase complete; every story confirmed by the user" in shown
     assert "Stop -> allowed: the pursuit is complete" in shown
     assert said[-1].endswith("complete")

@@ -79,6 +79,17 @@ def test_status_names_the_active_debugging_session(project_dir):
     assert info["ulysses"]["sessionId"] in run("--project", str(project_dir), "status").output
 
 
+def test_status_says_when_the_agent_may_confirm_its_own_stories(project_dir):
+    def status() -> str:
+        return run("--project", str(project_dir), "status").output
+
+    assert "strict approval" not in status()
+    (project_dir / ".ithaca" / "config.toml").write_text("[ultragoal]\nstrict_approval = false\n")
+    assert "strict approval OFF: the agent may confirm its own stories" in status()
+    info = json.loads(run("--project", str(project_dir), "status", "--json").output)
+    assert info["strictApproval"] is False
+
+
 def test_log_filters_by_kind_prefix_and_subject(project_dir):
     entries = json.loads(run("--project", str(project_dir), "log", "--json").output)
     assert [e["kind"] for e in entries][:2] == ["kernel.migrated", "protocols.seeds_reconciled"]

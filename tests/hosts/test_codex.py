@@ -175,7 +175,7 @@ def pursuing(project_dir: Path) -> Path:
             "verification_surface": "test_arrays passes",
         }
         call("set_stories", stories=[story])
-        call("confirm_all_stories")
+        service.perform({"operation": "confirm_all_stories", "session": SESSION}, actor="user")
         (project_dir / "evidence.txt").write_text("ok\n")
         call("set", phase="pursuing", completion_evidence=["evidence.txt"])
     finally:

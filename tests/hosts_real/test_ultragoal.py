@@ -43,10 +43,15 @@ LOOP_EVENTS = (
 
 
 def with_budget(host: Host, max_iterations: int) -> None:
-    """The team's no-progress budget, in ``.ithaca/config.toml``."""
+    """The team's no-progress budget, in ``.ithaca/config.toml``; the team also lets the
+    agent relay the user's approval of the stories (the scripted model plays planning in
+    one turn, so the user has no moment of their own to confirm them)."""
     config = host.repo / ".ithaca" / "config.toml"
     before = config.read_text() if config.exists() else ""
-    config.write_text(f"{before}\n[ultragoal]\nmax_iterations_default = {max_iterations}\n")
+    config.write_text(
+        f"{before}\n[ultragoal]\nmax_iterations_default = {max_iterations}\n"
+        "strict_approval = false\n"
+    )
 
 
 def armed(host: Host) -> Script:

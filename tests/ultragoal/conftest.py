@@ -89,10 +89,11 @@ class Driver:
         return name
 
     def plan(self, *stories: dict[str, Any]) -> None:
-        """Planning with both slots and the stories, all confirmed (relayed)."""
+        """Planning with both slots and the stories, all confirmed by the user (strict
+        approval, the default)."""
         self.call("set", phase="planning", outcome=self.OUTCOME, verification_surface=self.SURFACE)
         self.call("set_stories", stories=self.measured(*(stories or (self.STORY_A,))))
-        self.call("confirm_all_stories")
+        self.as_user("confirm_all_stories")
 
     def pursue(self, *stories: dict[str, Any]) -> None:
         self.plan(*stories)

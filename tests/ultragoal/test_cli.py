@@ -71,7 +71,10 @@ def pursue(root: Path) -> None:
     story = {**STORY, "validator": {"notebookId": notebook, "cellId": cell["cellId"]}}
     ok(root, "set", "--phase", "planning", "--outcome", "Parser", "--verification-surface", "t")
     ok(root, "set-stories", "--json", json.dumps([story]))
-    ok(root, "confirm-all-stories")
+    project = open_project(root)
+    user = {"operation": "confirm_all_stories", "session": SESSION}
+    project.ultragoal.perform(user, actor="user")  # at their terminal (see on_terminal below)
+    project.close()
     ok(root, "set", "--phase", "pursuing", "--completion-evidence", "done.txt")
     ok(root, "run-story-validator", "A", "--observed", '{"ok": true}')
 

@@ -12,6 +12,7 @@ import pytest
 
 from ithaca import open_project
 from ithaca.hosts import dispatch
+from ithaca.kernel import lockdown
 from ithaca.ultragoal import gate, marker, session_hooks, stop_gate
 
 SESSION = "sess-a"
@@ -412,10 +413,31 @@ def test_the_users_levers_are_denied_to_the_agents_shell(ug, project_dir, admitt
     assert "the user" in reason and "`ithaca ultragoal " in reason
 
 
-def test_confirmations_are_the_agents_to_relay_only_while_planning(ug, project_dir, admitted):
+def test_confirmations_are_the_users_by_default(ug, project_dir, admitted):
     ug.service.seed(SESSION, user_typed=True)
     ug.plan()
-    assert bash(project_dir, "ithaca ultragoal confirm-all-stories")[0] != "deny"
+    effect, reason = bash(project_dir, "ithaca ultragoal confirm-all-stories")
+    assert effect == "deny" and "strict approval is on" in reason
+
+
+@pytest.fixture
+def relaying(project_dir: Path) -> None:
+    """The team lets the agent relay the user's approval, and the user accepted the edit
+    (as ``ithaca doctor lift-lockdown`` does; unaccepted, it locks the session down)."""
+    (project_dir / ".ithaca" / "config.toml").write_text("[ultragoal]\nstrict_approval = false\n")
+    project = open_project(project_dir)
+    lockdown.accept(project.project, reason="the user's configuration")
+    project.close()
+
+
+def test_confirmations_are_the_agents_to_relay_only_while_planning_when_the_team_allows(
+    ug, project_dir, relaying, admitted
+):
+    ug.service.config["ultragoal"]["strict_approval"] = False
+    ug.service.seed(SESSION, user_typed=True)
+    ug.plan()
+    effect, reason = bash(project_dir, "ithaca ultragoal confirm-all-stories")
+    assert effect != "deny", reason
     assert bash(project_dir, "ithaca ultragoal set --phase planning --max-iterations 50")[0] != (
         "deny"
     )

@@ -68,10 +68,20 @@ def test_the_server_offers_ultragoal_without_the_users_levers(agent: Agent) -> N
     assert not offered & NOT_FOR_AGENTS
 
 
+def test_the_agent_cannot_confirm_its_own_stories_over_mcp(ug: Any, agent: Agent) -> None:
+    agent.ok("set", phase="planning", outcome=ug.OUTCOME, verification_surface=ug.SURFACE)
+    agent.ok("set_stories", stories=ug.measured(ug.STORY_A))
+    for operation, fields in (("confirm_all_stories", {}), ("confirm_story", {"id": "A"})):
+        refusal = agent.refused(operation, **fields)
+        assert refusal["code"] == "AUTHORITY_USER_ONLY"
+        assert "strict approval is on" in refusal["message"]
+    assert [s["status"] for s in ug.call("get")["state"]["stories"]] == ["unconfirmed"]
+
+
 def test_the_seed_sequence_reaches_complete_over_mcp(ug: Any, agent: Agent) -> None:
     agent.ok("set", phase="planning", outcome=ug.OUTCOME, verification_surface=ug.SURFACE)
     agent.ok("set_stories", stories=ug.measured(ug.STORY_A, ug.STORY_B))
-    agent.ok("confirm_all_stories")
+    ug.as_user("confirm_all_stories")
     agent.ok("set", phase="pursuing", completion_evidence=[ug.write("evidence/final.txt")])
     for story in ("A", "B"):
         agent.ok("run_story_validator", id=story, observed={"ok": True})

@@ -348,7 +348,7 @@ def test_replanning_voids_unconsumed_nonces(ug: Any) -> None:
     reviewing(ug)
     nonce = ug.claim()["nonce"]
     ug.call("set", phase="planning")
-    ug.call("confirm_all_stories")
+    ug.as_user("confirm_all_stories")
     ug.call("set", phase="pursuing")
     assert refused(ug.call, "submit_review", nonce=nonce, artifact=ug.artifact()).code == (
         "REVIEW_NONCE_INVALID"

@@ -68,7 +68,7 @@ def test_a_revision_voids_earlier_passes(ug: Any, cell: dict[str, str]) -> None:
     ug.call("set_stories", stories=[{**ug.STORY_A, "validator": cell}])
     assert ug.call("run_story_validator", id="A", observed={"ok": True})["pass"] is True
     ug.call("revise_story", id="A", patch={"story": "reworded"}, evidence="e", rationale="r")
-    ug.call("confirm_all_stories")
+    ug.as_user("confirm_all_stories")
     ug.call("set", phase="pursuing", completion_evidence=[ug.write("evidence/final.txt")])
     with pytest.raises(IthacaError) as refused:
         approve(ug)

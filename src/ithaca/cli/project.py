@@ -67,6 +67,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
             "userDisabled": counts.get("user:0", 0),
         },
         "strict": project.config["protocols"]["strict"],
+        "strictApproval": project.config["ultragoal"]["strict_approval"],
         "recentSessions": [
             {"hostSessionId": sid, "currentEventId": eid, "bundleLoaded": bool(loaded)}
             for sid, eid, loaded in sessions
@@ -103,6 +104,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 f"  [bold red]LOCKDOWN[/bold red]   {held['host']} session {held['session']}"
                 f" since {held['enteredAt']}: {held['changes'][0]['path']} changed. Review it"
                 " with `ithaca doctor`, then run `ithaca doctor lift-lockdown`."
+            )
+        if not value["strictApproval"]:
+            out.print(
+                "  ultragoal  strict approval OFF: the agent may confirm its own stories while"
+                " planning (ultragoal.strict_approval = false in the configuration)",
+                markup=False,
             )
         if value["validators"] != "confined":
             out.print(f"  validators {value['validators']}", markup=False)

@@ -83,6 +83,26 @@ class Stage:
             timeout=60,
         )
 
+    def as_user(self, part: str, operation: str, **fields: Any) -> dict[str, Any]:
+        """What the user's own ``ithaca PART OPERATION`` does once they have typed its
+        confirmation at their terminal. The demo performs it in-process: it plays the
+        coding host too, and Ithaca refuses any terminal that descends from a host."""
+        from ithaca.app import open_project
+
+        saved = os.environ.get("ITHACA_HOME")
+        os.environ["ITHACA_HOME"] = str(self.home)
+        project = open_project(self.root)
+        try:
+            service = getattr(project, part)
+            arguments = {"operation": operation, "session": self.session_id, **fields}
+            return dict(service.perform(arguments, actor="user"))
+        finally:
+            project.close()
+            if saved is None:
+                del os.environ["ITHACA_HOME"]
+            else:
+                os.environ["ITHACA_HOME"] = saved
+
 
 def script(name: str) -> str:
     """A console script of this installation (next to the running interpreter)."""
@@ -124,8 +144,11 @@ def run(say: Callable[[str], None], keep: bool = False) -> int:
     try:
         for scene in scenes:
             scene(stage)
-    except DemoFailure as exc:
-        say(f"\nDEMO FAILED: {exc}")
+    except (DemoFailure, BaseExceptionGroup) as exc:
+        failure = _failure(exc)
+        if failure is None:
+            raise
+        say(f"\nDEMO FAILED: {failure}")
         return 1
     finally:
         if keep:
@@ -134,3 +157,15 @@ def run(say: Callable[[str], None], keep: bool = False) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     say("\nDemo complete: every step behaved as Ithaca promises.")
     return 0
+
+
+def _failure(exc: BaseException) -> DemoFailure | None:
+    """The scene's failure, also when a task group (an MCP client's) wrapped it."""
+    if isinstance(exc, DemoFailure):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _failure(inner)
+            if found is not None:
+                return found
+    return None

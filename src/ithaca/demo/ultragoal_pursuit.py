@@ -1,7 +1,8 @@
 """Demo scene: an Ultragoal pursuit, from the user's ``/ultragoal`` to ``complete``.
 
 The user's prompt seeds a pursuit; the agent plans two stories (one bound to a probe
-validator), relays the user's bulk approval and arms the loop. The Stop hook then keeps
+validator), is refused when it tries to confirm them itself, the user confirms them at a
+terminal of their own, and the agent arms the loop. The Stop hook then keeps
 it working, a story's APPROVE waits for its validator, the hook claims the reviewer
 subagent's dispatch and hands it a nonce, the first review asks for changes, and after a
 repair a second review is clean. Every early ``request_complete`` is refused with the
@@ -270,9 +271,16 @@ async def _plan(pursuit: Pursuit) -> None:
         " S2 (validator probe_readme.py)"
     )
     await pursuit.complete_too_early("PHASE_PLANNING")
-    confirmed = await pursuit.call("confirm_all_stories")
-    expect(confirmed["confirmed"] == ["S1", "S2"], f"stories not confirmed: {confirmed}")
-    say("agent> ultragoal confirm_all_stories -> S1, S2 confirmed (relaying the user's approval)")
+    relayed = await pursuit.refused("confirm_all_stories")
+    expect(relayed["code"] == "AUTHORITY_USER_ONLY", f"the agent confirmed: {relayed}")
+    say("agent> ultragoal confirm_all_stories -> REFUSED: AUTHORITY_USER_ONLY (strict approval)")
+    confirmed = stage.as_user("ultragoal", "confirm_all_stories")["confirmed"]
+    expect(confirmed == ["S1", "S2"], f"the user could not confirm: {confirmed}")
+    say(
+        f"user$ ithaca ultragoal confirm-all-stories --session {SESSION}\n"
+        f"  (in their own terminal: shows the objective, they type {SESSION[:8]})"
+        " -> S1, S2 confirmed by the user"
+    )
     armed = await pursuit.call("set", phase="pursuing")
     expect(armed["phase"] == "pursuing", f"not pursuing: {armed}")
     say("agent> ultragoal set phase=pursuing -> pursuing")
@@ -370,11 +378,8 @@ async def _complete(pursuit: Pursuit) -> None:
     say("agent> ultragoal set_verdict APPROVE")
     done = await pursuit.call("request_complete")
     expect(done.get("phase") == "complete", f"request_complete did not complete: {done}")
-    relayed = ", ".join(done["relayed_confirmations"])
-    say(
-        "agent> ultragoal request_complete -> phase complete; "
-        f"relayed approvals on record: {relayed}"
-    )
+    expect(done["relayed_confirmations"] == [], f"relayed approvals: {done}")
+    say("agent> ultragoal request_complete -> phase complete; every story confirmed by the user")
     stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Done.")
     expect(stop.get("decision") != "block", f"Stop still blocks after completion: {stop}")
     say("agent> (ends its turn)\n  Stop -> allowed: the pursuit is complete")

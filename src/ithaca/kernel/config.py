@@ -69,7 +69,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
         "limits": ((dict,), VALIDATOR_LIMITS),
     },
     "ultragoal": {
-        "strict_approval": ((bool,), False),
+        "strict_approval": ((bool,), True),
         "max_iterations_default": ((int,), 10),
         "reviewer_agent_type": ((str,), "code-reviewer"),
         "stop_error_block_max": ((int,), 5),
