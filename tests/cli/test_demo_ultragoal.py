@@ -26,7 +26,13 @@ def test_the_ultragoal_scene_refuses_every_shortcut_and_then_completes(
     assert "run_story_validator S1 -> pass: every title slugs correctly" in shown
     assert "PreToolUse -> DENY: Refused by Ithaca policy [" in shown
     assert "on purpose (not a hook failure). Ultragoal: submit-review and review-ticket" in shown
-    assert shown.count("prompt + ULTRAGOAL_REVIEW session=demo-ultragoal-session nonce=") == 2
+    assert (
+        shown.count(
+            "agent's words quoted, last line ULTRAGOAL_REVIEW session=demo-ultragoal-session"
+        )
+        == 2
+    )
+    assert "(COMPLETE, no files read) -> REFUSED: REVIEW_COVERS_NO_CHANGE" in shown
     assert "-> REQUEST_CHANGES, 1 to repair" in shown
     assert "(no findings) -> APPROVE; dispatches used 2/5" in shown
 

@@ -3,7 +3,9 @@
 Codex sends one ``POST /v1/responses`` per model turn, with the conversation as ``input``
 items; a shell call is a ``function_call`` named ``exec_command``, ``apply_patch`` a
 ``custom_tool_call``, and an MCP tool a ``function_call`` with the server's ``namespace``.
-Codex has no subagent lane in these tests, so every request is the main agent's.
+A subagent (``spawn_agent`` under ``multi_agent_v2``) is told its task by an
+``agent_message`` addressed to its own task path (``/root/<task_name>``), while the parent
+only receives messages addressed to ``/root``: that is how a request's lane is told.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class ResponsesWire:
     main_prompt = ""
 
     def lane(self, body: dict[str, Any]) -> str:
+        for item in body.get("input") or []:
+            if item.get("type") == "agent_message" and item.get("recipient") != "/root":
+                return "subagent"
         return "main"
 
     def shown_text(self, body: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ the ``Driver`` the ``ug`` fixture returns.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,17 @@ class Driver:
             {"operation": operation, "session": self.session, **fields}, actor="user"
         )
 
+    def git(self, *args: str) -> str:
+        """``git ARGS`` in the project, as a committer; its output, stripped."""
+        done = subprocess.run(
+            ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
+            cwd=self.root,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout.strip()
+
     def write(self, name: str, text: str = "ok\n") -> str:
         path = self.root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,14 +137,29 @@ class Driver:
     def artifact(
         self, findings: list[dict[str, Any]] | None = None, status: str = "COMPLETE"
     ) -> dict[str, Any]:
-        """A review artifact bound to the current scope contract."""
+        """A review artifact bound to the current scope contract, from a reviewer that
+        read every file of the change."""
         return {
             "status": status,
             "scope_contract_sha256": self.scope(),
             "findings": findings or [],
             "reviewer": "code-reviewer",
             "at": "2025-01-01T00:00:00.000Z",
+            "files_read": self.files_read(),
         }
+
+    def files_read(self) -> list[dict[str, Any]]:
+        """Each file of the change under review with its SHA-256 now (null: deleted)."""
+        from ithaca.ultragoal import review_diff
+
+        row = records.load(self.service.store.connection(), self.session)
+        assert row is not None
+        read = []
+        for path in sorted(review_diff.changed_files(str(self.root), row["review_base"])):
+            file = self.root / path
+            digest = canon.digest_bytes(file.read_bytes()) if file.is_file() else None
+            read.append({"path": path, "sha256": digest})
+        return read
 
     @staticmethod
     def finding(
@@ -208,10 +235,11 @@ class Driver:
 
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Path:
-    """A project root with an empty ``.git`` folder (no ``git init``: most tests need no
-    repository, and the ones that do initialise it themselves)."""
+    """A fresh Git repository with no commit yet (the review is checked against the change
+    in Git, here every file not ignored)."""
     root = tmp_path / "repo"
-    (root / ".git").mkdir(parents=True)
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from ithaca import open_project
 from ithaca.cli.ultragoal import group
-from ithaca.kernel import journal
+from ithaca.kernel import canon, journal
 from ithaca.validators.notebooks import NotebookService
 
 SESSION = "sess-cli"
@@ -93,6 +93,7 @@ def test_the_seed_sequence_reaches_complete_through_the_cli(opened: Any, project
         "findings": [],
         "reviewer": "code-reviewer",
         "at": "now",
+        "files_read": [{"path": "done.txt", "sha256": canon.digest_bytes(b"done\n")}],
     }
     ok(project_dir, "submit-review", "--nonce", claim, "--json", json.dumps(artifact))
     assert ok(project_dir, "get-review-result")["verdict"] == "APPROVE"

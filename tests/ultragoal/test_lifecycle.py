@@ -4,7 +4,6 @@ resolution, ``list-others`` and adoption."""
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
@@ -235,24 +234,11 @@ def test_adopt_refuses_a_source_that_is_not_worth_adopting(
 # --- progress and the host cap ----------------------------------------------------------
 
 
-def git(root: Any, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
 def test_progress_counts_commits_with_changes_stories_evidence(ug: Any) -> None:
     root = ug.root
-    (root / ".git").rmdir()
-    git(root, "init", "-q")
     (root / "app.txt").write_text("one\n")
-    git(root, "add", "app.txt")
-    git(root, "commit", "-qm", "one")
+    ug.git("add", "app.txt")
+    ug.git("commit", "-qm", "one")
     ug.pursue()
     conn = ug.service.store.connection()
 
@@ -260,20 +246,20 @@ def test_progress_counts_commits_with_changes_stories_evidence(ug: Any) -> None:
         row = ug.row()
         return progress.progress(row, progress.fingerprint(conn, str(root), ug.SESSION), str(root))
 
-    assert progress.read_head(str(root)) == git(root, "rev-parse", "HEAD")
-    assert ug.row()["last_seen_head"] == git(root, "rev-parse", "HEAD")
+    assert progress.read_head(str(root)) == ug.git("rev-parse", "HEAD")
+    assert ug.row()["last_seen_head"] == ug.git("rev-parse", "HEAD")
     assert moved() == []
-    git(root, "commit", "-q", "--allow-empty", "-m", "empty")
+    ug.git("commit", "-q", "--allow-empty", "-m", "empty")
     assert moved() == []
     (root / "app.txt").write_text("two\n")
-    git(root, "commit", "-qam", "two")
+    ug.git("commit", "-qam", "two")
     assert moved() == ["commit"]
     ug.approve_stories()  # runs each story's validator, then approves it with evidence
     assert moved() == ["commit", "evidence", "validator"]
     ug.call("add_story", story={**ug.STORY_B, "id": "C"}, evidence="e", rationale="r")
     assert moved() == ["commit", "stories", "evidence", "validator"]
-    git(root, "pack-refs", "--all")
-    assert progress.read_head(str(root)) == git(root, "rev-parse", "HEAD")
+    ug.git("pack-refs", "--all")
+    assert progress.read_head(str(root)) == ug.git("rev-parse", "HEAD")
 
 
 def test_no_baseline_means_no_progress(ug: Any) -> None:

@@ -94,6 +94,7 @@ def artifact(findings: list[dict[str, Any]], **changes: Any) -> dict[str, Any]:
         "findings": findings,
         "reviewer": "r",
         "at": "now",
+        "files_read": [{"path": "a.py", "sha256": "0" * 64}],
     }
     made.update(changes)
     return made
@@ -139,6 +140,11 @@ def artifact(findings: list[dict[str, Any]], **changes: Any) -> dict[str, Any]:
         ),
         (artifact([finding(ref="no line")]), "/findings/0/ref"),
         (artifact([finding(), "x"]), "/findings/1"),
+        ({k: v for k, v in artifact([]).items() if k != "files_read"}, "/files_read"),
+        (artifact([], files_read="a.py"), "/files_read"),
+        (artifact([], files_read=[{"path": "a.py"}]), "/files_read/0"),
+        (artifact([], files_read=[{"path": "/etc/passwd", "sha256": None}]), "/files_read/0/path"),
+        (artifact([], files_read=[{"path": "a.py", "sha256": "ABC"}]), "/files_read/0/sha256"),
     ],
 )
 def test_artifact_schema_names_the_first_problem(value: Any, path: str) -> None:

@@ -44,6 +44,11 @@ TOOL_CLASS_TABLE = {
     "Task": "delegate",
     "Agent": "delegate",
     "spawn_agent": "delegate",
+    "collaborationspawn_agent": "delegate",  # Codex 0.169's multi_agent_v2 tools
+    "collaborationfollowup_task": "delegate",
+    "collaborationsend_message": "delegate",
+    "collaborationwait_agent": "read",
+    "collaborationlist_agents": "read",
     "Read": "read",
     "Glob": "read",
     "Grep": "read",

@@ -38,6 +38,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "delivery.sessions", "ithaca.delivery.sessions_schema:DELIVERY_SESSIONS_V1"),
     Migration(10, "kernel.mcp_call_tickets", "ithaca.kernel.mcp_calls:SCHEMA"),
     Migration(11, "kernel.lockdown", "ithaca.kernel.lockdown:SCHEMA"),
+    Migration(12, "ultragoal.review_base", "ithaca.ultragoal.schema:ULTRAGOAL_REVIEW_BASE"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -22,7 +22,13 @@ if TYPE_CHECKING:
 EVENTS = ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop")
 # Tools whose calls can seed a pursuit (Skill) or dispatch its reviewer (Task, Agent, and
 # Codex's spawn_agent).
-RELEVANT_TOOLS = frozenset({"Skill", "Task", "Agent", "spawn_agent"})
+RELEVANT_TOOLS = frozenset({"Skill", "Task", "Agent", "spawn_agent", "collaborationspawn_agent"})
+# Codex's tools that hand a running agent more words: refused towards the reviewer, whose
+# only instructions are Ithaca's brief (its task name is Ithaca's, ``brief``).
+MESSAGE_TOOLS = frozenset(
+    {"send_message", "followup_task", "collaborationsend_message", "collaborationfollowup_task"}
+)
+REVIEW_TASK_PREFIX = "ultragoal_review_"
 
 _STATE = (
     "SELECT json_extract(state_json, '$.active'), json_extract(state_json, '$.phase')"
@@ -38,6 +44,14 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.event != "PreToolUse" or not _concerns_ultragoal(call, ctx):
         return ABSTAIN
     assert call is not None
+    if call.tool in MESSAGE_TOOLS:
+        return Opinion(
+            "deny",
+            "REVIEW_BRIEF_SEALED",
+            "Ultragoal: the reviewer works from Ithaca's brief alone; send it nothing more."
+            " Its findings reach you through get-review-result.",
+            gate="ultragoal",
+        )
     if call.tool in RELEVANT_TOOLS or not (ctx.project and ctx.session_id):
         return ABSTAIN  # the seed and the claim happen in commit
     from ithaca.ultragoal import authority  # the Bash guard and the reviewer-only check
@@ -86,6 +100,8 @@ def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:
         return False
     if call.tool in RELEVANT_TOOLS:
         return True
+    if call.tool in MESSAGE_TOOLS:
+        return REVIEW_TASK_PREFIX in str(call.tool_input.get("target", ""))
     if call.tool == f"mcp__{ctx.config['protocols']['mcp_server_name']}__ultragoal":
         return True
     if call.unparseable and "ultragoal" in command_text(call):

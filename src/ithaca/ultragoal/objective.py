@@ -15,7 +15,7 @@ from typing import Any
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import Conflict, InvalidInput, Refused
-from ithaca.ultragoal import codex_goal, completion, evidence, records, views
+from ithaca.ultragoal import codex_goal, completion, evidence, records, review_diff, views
 from ithaca.ultragoal.operation import (
     Context,
     Row,
@@ -140,12 +140,13 @@ def set_verdict(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
             f"--verdict must be one of {', '.join(OBJECTIVE_VERDICTS)}",
             {"pointer": "/verdict", "problem": "NOT_ALLOWED"},
         )
+    base = review_diff.base_of(ctx.project.root)
 
     def apply(tx: sqlite3.Connection, row: Row) -> dict[str, Any]:
         require_phase(row, {"planning", "pursuing", "budget_limited"}, "PHASE_NOT_PURSUING")
         diagnostics: list[dict[str, Any]] = []
         if row["phase"] == "planning":
-            diagnostics = enter_pursuing(ctx, tx, row, {}, None)
+            diagnostics = enter_pursuing(ctx, tx, row, {}, None, base)
         row["objective_verdict"] = verdict
         ctx.commit(tx, row, "verdict_set", {"verdict": verdict})
         return {

@@ -22,6 +22,7 @@ from ithaca.ultragoal import (
     hostcap,
     progress,
     records,
+    review_diff,
     stories,
     story_validators,
     views,
@@ -64,12 +65,13 @@ def set_phase(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
     pairs = None
     if phase == "pursuing" and "completion_evidence" in command:
         pairs = evidence.record(command["completion_evidence"], ctx.roots, "/completion_evidence")
+    base = review_diff.base_of(ctx.project.root) if phase == "pursuing" else None
 
     def apply(tx: sqlite3.Connection, row: Row) -> dict[str, Any]:
         if phase == "planning":
             diagnostics = enter_planning(ctx, tx, row, command)
         else:
-            diagnostics = enter_pursuing(ctx, tx, row, command, pairs)
+            diagnostics = enter_pursuing(ctx, tx, row, command, pairs, base)
         return {"session_id": row["session_id"], "phase": row["phase"], "diagnostics": diagnostics}
 
     return ctx.write(apply)
@@ -129,7 +131,10 @@ def enter_pursuing(
     row: Row,
     command: dict[str, Any],
     pairs: list[dict[str, str]] | None,
+    base: str | None,
 ) -> list[dict[str, Any]]:
+    """Arm the loop; the first entry records ``base``, the commit the review is checked
+    against (``review_diff``)."""
     require_phase(row, WORKING, "PHASE_NOT_PLANNING")
     if not row["outcome"].strip() or not row["verification_surface"].strip():
         raise Refused(
@@ -169,6 +174,8 @@ def enter_pursuing(
     entering = row["phase"] == "planning"
     if entering:
         row.update(phase="pursuing", active=True, pursued_once=True, turn_started_at=ctx.now)
+        if row["review_base"] is None:
+            row["review_base"] = base
         progress.remember(row, progress.fingerprint(tx, ctx.project.root, row["session_id"]))
     ctx.commit(tx, row, "phase_set", {"phase_to": "pursuing", "entered": entering})
     cap = hostcap.stop_cap(ctx.project.root, ctx.env)

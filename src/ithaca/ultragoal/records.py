@@ -67,6 +67,7 @@ PURSUIT_COLUMNS = (
     "fresh_start_authorised",
     "completion",
     "version",
+    "review_base",
 )
 STORY_COLUMNS = (
     "id",
@@ -260,6 +261,7 @@ def pristine(session_id: str, now: str, max_iterations: int) -> Row:
         "review_resolution": None,
         "codex_goal_objective": "",
         "last_seen_head": None,
+        "review_base": None,
         "last_seen_stories_digest": None,
         "last_seen_evidence_count": None,
         "last_seen_validator_digest": None,

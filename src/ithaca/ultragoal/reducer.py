@@ -28,8 +28,17 @@ BASES = {
 }
 ASSESSMENT_KEYS = ("unfixed_cost", "exposure", "remedy", "added_cost", "rationale")
 ARTIFACT_KEYS = frozenset(
-    {"status", "scope_contract_sha256", "findings", "reviewer", "at", "findings_report"}
+    {
+        "status",
+        "scope_contract_sha256",
+        "findings",
+        "reviewer",
+        "at",
+        "findings_report",
+        "files_read",
+    }
 )
+MAX_FILES_READ = 2000
 FINDING_KEYS = frozenset(
     {"class", "verdict", "impact", "priority", "assessment", "scope", "scope_evidence", "ref"}
 )
@@ -80,10 +89,31 @@ def artifact_problem(value: Any) -> tuple[str, str] | None:
     if not isinstance(value["findings"], list):
         return "/findings", "must be a list"
     complete = value["status"] == "COMPLETE"
+    if complete and "files_read" not in value:
+        return "/files_read", "required: a COMPLETE review cites the files it read"
+    problem = _files_read_problem(value.get("files_read", []))
+    if problem is not None:
+        return problem
     for index, finding in enumerate(value["findings"]):
         problem = _finding_problem(finding, complete)
         if problem is not None:
             return f"/findings/{index}{problem[0]}", problem[1]
+    return None
+
+
+def _files_read_problem(files: Any) -> tuple[str, str] | None:
+    """``files_read``: ``[{path, sha256}]``, a sha256 or null (a deleted file) each."""
+    if not isinstance(files, list) or len(files) > MAX_FILES_READ:
+        return "/files_read", f"must be a list of at most {MAX_FILES_READ} {{path, sha256}}"
+    for index, item in enumerate(files):
+        at = f"/files_read/{index}"
+        if not isinstance(item, dict) or set(item) != {"path", "sha256"}:
+            return at, "must be an object with exactly path and sha256"
+        path = item["path"]
+        if not _text(path) or path.startswith("/") or "\0" in path:
+            return f"{at}/path", "must be a path relative to the project root"
+        if item["sha256"] is not None and not is_sha256(item["sha256"]):
+            return f"{at}/sha256", "must be 64 lowercase hex digits, or null for a deleted file"
     return None
 
 

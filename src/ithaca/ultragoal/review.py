@@ -16,7 +16,7 @@ from typing import Any
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput, Refused, invalid_field
-from ithaca.ultragoal import evidence, records, reducer
+from ithaca.ultragoal import evidence, records, reducer, review_diff
 from ithaca.ultragoal.contract import scope_digest
 from ithaca.ultragoal.operation import Context, Row, require_phase, require_user
 from ithaca.ultragoal.planning import add_evidence
@@ -65,6 +65,7 @@ def review_ticket(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
 def submit_review(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
     nonce = command["nonce"]
     artifact = command["artifact"]
+    coverage = _coverage(ctx, artifact)
 
     def apply(tx: sqlite3.Connection, row: Row) -> dict[str, Any]:
         require_phase(row, PURSUING, "PHASE_NOT_PURSUING")
@@ -104,7 +105,12 @@ def submit_review(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
             " WHERE session_id = ? AND dispatch_no = ?",
             (ctx.now, ctx.now, ctx.session_id, found[0]),
         )
-        inputs = {"dispatch_no": found[0], "artifact_sha256": sha, "superseded_blob": superseded}
+        inputs = {
+            "dispatch_no": found[0],
+            "artifact_sha256": sha,
+            "superseded_blob": superseded,
+            "coverage": coverage,
+        }
         ctx.inputs = {k: v for k, v in ctx.inputs.items() if k not in ("nonce", "artifact")}
         ctx.commit(tx, row, "review_submitted", inputs)
         return reducer.reduce(
@@ -115,6 +121,17 @@ def submit_review(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
         )
 
     return ctx.write(apply)
+
+
+def _coverage(ctx: Context, artifact: Any) -> dict[str, Any] | None:
+    """A COMPLETE review's files checked against the change (``review_diff``), before the
+    transaction: what it covers, or None for an artifact the submission refuses anyway."""
+    if reducer.artifact_problem(artifact) is not None or artifact["status"] != "COMPLETE":
+        return None
+    row = records.load(ctx.read(), ctx.session_id)
+    if row is None:
+        return None
+    return review_diff.check_citations(ctx.project.root, row["review_base"], artifact)
 
 
 def record_comment_resolution(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:

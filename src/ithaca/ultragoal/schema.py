@@ -8,6 +8,10 @@ as a whole. JSON-valued columns hold canonical JSON (RFC 8785) and are checked w
 their transaction compare it to learn whether what they read is still current.
 """
 
+# The commit a pursuit's review is checked against (``review_diff``): NULL until it first
+# enters pursuing, '' in a repository that had no commit then.
+ULTRAGOAL_REVIEW_BASE = "ALTER TABLE ultragoal_pursuit ADD COLUMN review_base TEXT;"
+
 ULTRAGOAL_V1 = """
 CREATE TABLE ultragoal_pursuit (
   session_id TEXT PRIMARY KEY CHECK (length(session_id) BETWEEN 1 AND 200),

@@ -1,0 +1,114 @@
+"""A review shows that it looked: a COMPLETE artifact cites the files it read with their
+digests, each matching the file as it stands, and at least one file of the change since the
+pursuit began; any other artifact is refused at submission and changes nothing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ithaca.kernel import canon
+from ithaca.kernel.errors import IthacaError
+from ithaca.ultragoal import review_diff
+
+
+@pytest.fixture
+def committed(ug: Any) -> Any:
+    """A repository with a commit (``old.py``, ``gone.py``) before the pursuit begins; the
+    pursuit then changes ``app.py``, deletes ``gone.py`` and adds evidence."""
+    root = ug.root
+    (root / ".gitignore").write_text("build/\n")
+    (root / "old.py").write_text("old\n")
+    (root / "gone.py").write_text("gone\n")
+    (root / "app.py").write_text("v1\n")
+    ug.git("add", "-A")
+    ug.git("commit", "-qm", "before the pursuit")
+    ug.pursue()
+    (root / "app.py").write_text("v2\n")
+    (root / "gone.py").unlink()
+    (root / "build").mkdir()
+    (root / "build" / "out.bin").write_text("ignored\n")
+    ug.approve_stories()
+    return ug
+
+
+def cite(root: Path, *paths: str) -> list[dict[str, Any]]:
+    return [
+        {"path": p, "sha256": canon.digest_bytes((root / p).read_bytes())}
+        if (root / p).exists()
+        else {"path": p, "sha256": None}
+        for p in paths
+    ]
+
+
+def refusal(ug: Any, artifact: dict[str, Any]) -> IthacaError:
+    before = ug.digest()
+    nonce = ug.claim()["nonce"]
+    after_claim = ug.digest()
+    with pytest.raises(IthacaError) as caught:
+        ug.call("submit_review", nonce=nonce, artifact=artifact)
+    assert ug.digest() == after_claim != before  # the claim stands, the submission wrote nothing
+    ug.call("submit_review", nonce=nonce, artifact=ug.artifact())  # the nonce is still good
+    return caught.value
+
+
+def test_the_change_is_what_differs_from_the_commit_the_pursuit_began_at(committed: Any):
+    root = committed.root
+    base = committed.row()["review_base"]
+    assert base == committed.git("rev-parse", "HEAD")
+    changed = review_diff.changed_files(str(root), base)
+    assert {"app.py", "gone.py"} <= changed
+    assert "evidence/final.txt" in changed  # new and not ignored
+    assert "old.py" not in changed and "build/out.bin" not in changed
+    assert not any(path.startswith(".ithaca/") for path in changed)
+
+
+def test_a_review_citing_the_change_is_accepted_and_its_coverage_journaled(committed: Any):
+    root = committed.root
+    artifact = {**committed.artifact(), "files_read": cite(root, "app.py", "gone.py", "old.py")}
+    assert committed.submit(artifact)["verdict"] == "APPROVE"
+    event = (
+        committed.service.store.connection()
+        .execute("SELECT payload FROM journal WHERE kind = 'ultragoal.review_submitted'")
+        .fetchone()[0]
+    )
+    assert '"coverage":{"changed":' in event and '"covered":2' in event
+
+
+def test_a_review_that_read_another_version_is_refused(committed: Any):
+    stale = [{"path": "app.py", "sha256": canon.digest_bytes(b"v1\n")}]
+    refused = refusal(committed, {**committed.artifact(), "files_read": stale})
+    assert refused.code == "REVIEW_FILE_DIGEST_MISMATCH"
+    assert refused.details["path"] == "app.py"
+
+
+def test_a_review_that_read_only_unchanged_files_is_refused(committed: Any):
+    unchanged = cite(committed.root, "old.py")
+    refused = refusal(committed, {**committed.artifact(), "files_read": unchanged})
+    assert refused.code == "REVIEW_COVERS_NO_CHANGE"
+    assert "app.py" in refused.details["changed"]
+
+
+def test_a_complete_review_that_cites_nothing_is_refused(committed: Any):
+    empty = refusal(committed, {**committed.artifact(), "files_read": []})
+    assert empty.code == "REVIEW_COVERS_NO_CHANGE"
+
+
+def test_a_complete_review_without_its_files_is_invalid(committed: Any):
+    bare = {k: v for k, v in committed.artifact().items() if k != "files_read"}
+    missing = refusal(committed, bare)
+    assert (missing.code, missing.details["path"]) == ("REVIEW_ARTIFACT_INVALID", "/files_read")
+
+
+def test_without_git_a_review_cannot_be_checked_and_is_refused(ug: Any):
+    ug.pursue()
+    ug.approve_stories()
+    artifact = ug.artifact()
+    subprocess.run(["rm", "-rf", str(ug.root / ".git")], check=True)
+    nonce = ug.claim()["nonce"]
+    with pytest.raises(IthacaError) as caught:
+        ug.call("submit_review", nonce=nonce, artifact=artifact)
+    assert caught.value.code == "REVIEW_DIFF_UNAVAILABLE"
