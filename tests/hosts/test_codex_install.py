@@ -271,3 +271,53 @@ def test_a_permission_profile_of_the_users_own_is_left_alone(tmp_path):
     assert (
         tmp_path / ".codex" / "config.toml"
     ).read_text() == 'default_permissions = ":workspace"\n'
+
+
+ROLE = ".codex/agents/code-reviewer.toml"
+
+
+def test_install_adds_the_reviewer_as_a_codex_agent_role_from_the_same_text(tmp_path):
+    from importlib.resources import files
+
+    from ithaca.kernel.config import SCHEMA
+
+    root = tmp_path / "repo"
+    report = install(root)
+
+    assert "agent code-reviewer" in report.added
+    role = tomllib.loads((root / ROLE).read_text())
+    assert set(role) == {"name", "description", "developer_instructions"}
+    assert role["name"] == SCHEMA["ultragoal"]["reviewer_agent_type"][1]
+    shipped = files("ithaca.skills").joinpath("agents", "code-reviewer.md").read_text()
+    assert role["developer_instructions"].strip() == shipped.split("---\n", 2)[2].strip()
+    assert "ULTRAGOAL_REVIEW session=<session id> nonce=<nonce>" in role["developer_instructions"]
+    assert install(root).unchanged.count("agent code-reviewer") == 1
+
+    removal = uninstall(root)
+
+    assert "agent code-reviewer" in removal.removed
+    assert not (root / ".codex" / "agents").exists()
+
+
+def test_a_role_file_of_the_users_own_refuses_the_install_and_nothing_is_written(tmp_path):
+    root = tmp_path / "repo"
+    (root / ".codex" / "agents").mkdir(parents=True)
+    (root / ROLE).write_text('name = "code-reviewer"\ndescription = "Ours"\n')
+
+    with pytest.raises(Conflict) as refused:
+        install(root)
+
+    assert refused.value.code == "AGENT_PATH_TAKEN"
+    assert (root / ROLE).read_text() == 'name = "code-reviewer"\ndescription = "Ours"\n'
+    assert not (root / CONFIG).exists() and not (root / HOOKS).exists()
+
+
+def test_an_edited_role_file_is_left_by_uninstall(tmp_path):
+    root = tmp_path / "repo"
+    install(root)
+    (root / ROLE).write_text((root / ROLE).read_text() + "# our note\n")
+
+    removal = uninstall(root)
+
+    assert "agent code-reviewer" in removal.unchanged
+    assert (root / ROLE).read_text().endswith("# our note\n")

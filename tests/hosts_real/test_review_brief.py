@@ -11,8 +11,8 @@ agent's own submission is refused (on Claude Code as not the reviewer; on Codex,
 hooks name no subagent, for want of the nonce only the reviewer was shown).
 
 Codex 0.169 offers ``spawn_agent`` only with ``[features] multi_agent_v2`` in the user's
-config and knows a reviewer role only from ``.codex/agents/code-reviewer.toml``; this test
-provides both, as a user who runs reviews on Codex does.
+config, which the test switches on as a user who runs reviews on Codex does; the reviewer's
+role, ``.codex/agents/code-reviewer.toml``, is the one ``ithaca install codex`` wrote.
 """
 
 from __future__ import annotations
@@ -39,11 +39,6 @@ STORY = {
 JUDGE = (
     "from tb_validate import observed, pass_, fail\n"
     "pass_('ok') if observed().get('ok') else fail('not ok')\n"
-)
-CODEX_REVIEWER_ROLE = (
-    'name = "code-reviewer"\n'
-    'description = "Independent reviewer of an Ithaca Ultragoal pursuit"\n'
-    'developer_instructions = "Review the change your brief names; never edit files."\n'
 )
 CODEX_MULTI_AGENT = "\n[features]\nmulti_agent = true\nmulti_agent_v2 = true\n"
 # Codex ends ``exec`` when the parent's turn ends, child or not: the parent waits for it.
@@ -93,8 +88,7 @@ def approved_pursuit(host: Host) -> list[dict[str, Any]]:
 
 def reviewer_start(host: Host) -> Call:
     if isinstance(host, CodexHost):
-        (host.repo / ".codex" / "agents").mkdir(exist_ok=True)
-        (host.repo / ".codex" / "agents" / "code-reviewer.toml").write_text(CODEX_REVIEWER_ROLE)
+        assert (host.repo / ".codex" / "agents" / "code-reviewer.toml").is_file()  # installed
         with (host.home / "config.toml").open("a") as config:
             config.write(CODEX_MULTI_AGENT)
         given = {"agent_type": "code-reviewer", "task_name": "review", "message": STEERING}

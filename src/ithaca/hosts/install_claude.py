@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from ithaca.hosts import install_sandbox, install_server, install_transaction
+from ithaca.hosts import install_bundled, install_sandbox, install_server, install_transaction
+from ithaca.hosts.install_bundled import Bundled
 from ithaca.hosts.install_files import (
-    file_bytes,
     object_at,
     originals,
     pretty,
@@ -47,7 +47,6 @@ from ithaca.hosts.install_files import (
 from ithaca.hosts.install_hooks import HostEvent, place_hooks, remove_listed_hooks
 from ithaca.hosts.install_hooks import hook_command as host_hook_command
 from ithaca.hosts.install_manifest import (
-    file_entry,
     hook_entry,
     provenance,
     read_manifest,
@@ -57,9 +56,7 @@ from ithaca.hosts.install_report import InstallReport
 from ithaca.hosts.install_staged import Staged, staging
 from ithaca.hosts.install_transaction import commit_install, roots
 from ithaca.kernel import clock
-from ithaca.kernel.canon import digest_bytes
 from ithaca.kernel.errors import Conflict, invalid_field
-from ithaca.kernel.files import resolve_confined
 from ithaca.ultragoal import hostcap
 
 HOST = "claude"
@@ -84,23 +81,6 @@ DEGRADED: tuple[str, ...] = (
 )
 
 
-class Bundled(NamedTuple):
-    """One file Ithaca ships into the project: the manifest list that records it, its
-    label in reports, where it goes, where it comes from, and the code refusing a path
-    someone else holds."""
-
-    kind: str
-    name: str
-    relpath: str
-    resource: tuple[str, ...]
-    taken_code: str
-
-    @property
-    def label(self) -> str:
-        return f"{KIND_LABELS[self.kind]} {self.name}"
-
-
-KIND_LABELS = {"skills": "skill", "agents": "agent"}
 BUNDLED: tuple[Bundled, ...] = (
     *(
         Bundled(
@@ -185,7 +165,7 @@ def install(
     stop_cap = _place_stop_cap(settings, wanted, override, previous_cap, settings_path, report)
     previous_sandbox = previous.get("sandbox") if previous else None
     sandbox = install_sandbox.place(settings, profile, previous_sandbox, settings_path, report)
-    bundled = _plan_bundled(root, previous, report)
+    bundled = install_bundled.plan(root, BUNDLED, previous, report)
     manifest = {
         "host": HOST,
         "serverName": server_name,
@@ -193,14 +173,7 @@ def install(
         "mcpPath": MCP_RELPATH,
         "hooks": installed,
         "mcpEntry": entry,
-        **{
-            kind: [
-                {"path": item.relpath, "sha256": digest_bytes(data)}
-                for item, data in bundled
-                if item.kind == kind
-            ]
-            for kind in KIND_LABELS
-        },
+        **install_bundled.manifest_lists(bundled),
         "stopHookBlockCap": stop_cap,
         "sandbox": sandbox,
         "originals": originals(previous, {SETTINGS_RELPATH: settings_text, MCP_RELPATH: mcp_text}),
@@ -215,9 +188,7 @@ def install(
             staged.write(root, SETTINGS_RELPATH, pretty(settings))
         if mcp != mcp_before:
             staged.write(root, MCP_RELPATH, pretty(mcp))
-        for item, data in bundled:
-            if file_bytes(root / item.relpath) != data:
-                staged.write(root, item.relpath, data)
+        install_bundled.stage_writes(staged, root, bundled)
         install_sandbox.stage_exclusions(staged, root, HOST, profile == "sandboxed")
         commit_install(staged, HOST, root, previous, manifest, report)
     _note_local_cap(root, stop_cap["value"], report)
@@ -256,8 +227,7 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
         staged.write(root, settings_relpath, restored_text(settings, manifest, settings_relpath))
     if mcp is not None and mcp_changed:
         staged.write(root, mcp_relpath, restored_text(mcp, manifest, mcp_relpath))
-    for kind in KIND_LABELS:
-        _remove_listed_files(staged, root, kind, manifest.get(kind, []), report)
+    install_bundled.take_back(staged, root, manifest, report)
     install_sandbox.stage_exclusions(staged, root, HOST, False)
 
 
@@ -266,7 +236,7 @@ def _entries(
     mcp: dict[str, Any],
     server_name: str,
     installed: list[dict[str, Any]],
-    bundled: list[tuple[Bundled, bytes]],
+    bundled: install_bundled.Planned,
     cap_set: bool,
     profile: str,
 ) -> list[dict[str, Any]]:
@@ -274,7 +244,7 @@ def _entries(
     entries = [hook_entry(SETTINGS_RELPATH, settings, i["event"], i["command"]) for i in installed]
     server_key = ["mcpServers", server_name]
     entries.append(value_entry("json", f"mcp server {server_name}", MCP_RELPATH, server_key, mcp))
-    entries += [file_entry(item.label, item.relpath, data) for item, data in bundled]
+    entries += install_bundled.entries(bundled)
     if cap_set:
         cap_key = ["env", hostcap.VARIABLE]
         entries.append(value_entry("json", CAP_LABEL, SETTINGS_RELPATH, cap_key, settings))
@@ -401,54 +371,6 @@ def _note_local_cap(root: Path, value: Any, report: InstallReport) -> None:
 def _sufficient(value: Any, wanted: int) -> bool:
     number = hostcap.whole_number(value)
     return number is not None and (number == 0 or number >= wanted)
-
-
-def _plan_bundled(
-    root: Path, previous: dict[str, Any] | None, report: InstallReport
-) -> list[tuple[Bundled, bytes]]:
-    """Each shipped file to install, checked before anything is written: a file at that
-    path that an earlier install did not write is the user's, and is never overwritten."""
-    from importlib.resources import files
-
-    ours_before = {
-        item["path"]: item["sha256"]
-        for kind in KIND_LABELS
-        for item in (previous or {}).get(kind, [])
-    }
-    planned = []
-    for item in BUNDLED:
-        data = files("ithaca.skills").joinpath(*item.resource).read_bytes()
-        resolve_confined(root, item.relpath)
-        current = file_bytes(root / item.relpath)
-        if current == data:
-            report.unchanged.append(item.label)
-        elif current is None or digest_bytes(current) == ours_before.get(item.relpath):
-            report.added.append(item.label)
-        else:
-            raise Conflict(
-                item.taken_code,
-                f"{root / item.relpath} exists and was not written by Ithaca; move it away first",
-                {"path": str(root / item.relpath)},
-            )
-        planned.append((item, data))
-    return planned
-
-
-def _remove_listed_files(
-    staged: Staged, root: Path, kind: str, listed: list[dict[str, Any]], report: InstallReport
-) -> None:
-    """Stage the removal of each listed file still as installed, and of the folders that
-    leaves empty."""
-    for item in listed:
-        relpath = Path(item["path"])
-        name = relpath.parent.name if kind == "skills" else relpath.stem
-        label = f"{KIND_LABELS[kind]} {name}"
-        current = file_bytes(root / relpath)
-        if current is None or digest_bytes(current) != item["sha256"]:
-            report.unchanged.append(label)
-            continue
-        staged.remove(root, item["path"], prune=True)
-        report.removed.append(label)
 
 
 def _remove_listed_server(

@@ -32,8 +32,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ithaca.hosts import install_sandbox, install_server, install_transaction
+from ithaca.hosts import install_bundled, install_sandbox, install_server, install_transaction
 from ithaca.hosts.codex_trust import codex_home, missing_trust, trust_entries
+from ithaca.hosts.install_bundled import Bundled
+from ithaca.hosts.install_codex_role import codex_role
 from ithaca.hosts.install_files import (
     invalid_settings,
     originals,
@@ -128,7 +130,21 @@ DEGRADED: tuple[str, ...] = (
     " through CODEX_THREAD_ID, which Codex sets for shell commands",
     "Stop sees no background work: running child threads are not probed and count as 0, so"
     " waiting on subagents spends the pursuit's no-progress budget",
-    "no skills: Ithaca's skills are installed for Claude Code only",
+    "no skills: Ithaca's skills are installed for Claude Code only; the Ultragoal reviewer"
+    " is installed as a Codex agent role, which Codex starts only with its subagents on"
+    " ([features] multi_agent_v2 = true in the user's Codex config)",
+)
+AGENTS_RELPATH = ".codex/agents"
+# The Ultragoal reviewer as a Codex agent role (``spawn_agent`` with ``agent_type``).
+BUNDLED: tuple[Bundled, ...] = (
+    Bundled(
+        "agents",
+        "code-reviewer",
+        f"{AGENTS_RELPATH}/code-reviewer.toml",
+        ("agents", "code-reviewer.md"),
+        "AGENT_PATH_TAKEN",
+        render=codex_role,
+    ),
 )
 
 
@@ -172,6 +188,8 @@ def install(
         report.degraded.append(untrusted)
         report.notes.append(untrusted)
 
+    bundled = install_bundled.plan(root, BUNDLED, previous, report)
+
     created = [
         relpath
         for relpath, absent in (
@@ -186,6 +204,7 @@ def install(
             value_entry("toml", item["label"], CONFIG_RELPATH, item["key"], config.meaning)
             for item in config.additions
         ),
+        *install_bundled.entries(bundled),
     ]
     manifest = {
         "host": HOST,
@@ -199,6 +218,7 @@ def install(
         "userConfigAdditions": user.additions,
         "trust": expected,
         "sandbox": {"profile": profile},
+        **install_bundled.manifest_lists(bundled),
         "createdFiles": created,
         "originals": originals(previous, {HOOKS_RELPATH: hooks_text}),
         "degraded": list(report.degraded),
@@ -212,6 +232,7 @@ def install(
             staged.write(root, HOOKS_RELPATH, pretty(settings))
         if user.text != (user_before or ""):
             staged.write(user_path.parent, USER_CONFIG, user.text)
+        install_bundled.stage_writes(staged, root, bundled)
         install_sandbox.stage_exclusions(staged, root, HOST, profile == "sandboxed")
         commit_install(staged, HOST, root, previous, manifest, report)
     return report
@@ -248,6 +269,7 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
             user.take_back(addition, report)
         if user.text != user_before:
             staged.write(user_path.parent, USER_CONFIG, user.text)
+    install_bundled.take_back(staged, root, manifest, report)
     install_sandbox.stage_exclusions(staged, root, HOST, False)
 
 
