@@ -114,6 +114,16 @@ class Host(ABC):
         """``ithaca ARGS`` in the repository, as the user in their terminal."""
         return run_ithaca(self.ithaca, self.repo, self.env(), *args, check=check)
 
+    def notebook_cell(self, source: str, filename: str = "check.py") -> dict[str, str]:
+        """A validator cell in a notebook of its own, made by the user with ``ithaca
+        notebook``: ``{notebookId, cellId}``."""
+        made = self.ithaca_cli("notebook", "create", filename, "--json")
+        notebook = json.loads(made.stdout)["notebookId"]
+        added = self.ithaca_cli(
+            "notebook", "add-cell", notebook, "--source", source, "--filename", filename, "--json"
+        )
+        return {"notebookId": notebook, "cellId": json.loads(added.stdout)["cellId"]}
+
     def log(self) -> list[dict[str, Any]]:
         """``ithaca log --json``: the journal as the user reads it."""
         return json.loads(self.ithaca_cli("log", "--json").stdout)

@@ -18,7 +18,6 @@ role, ``.codex/agents/code-reviewer.toml``, is the one ``ithaca install codex`` 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -48,23 +47,13 @@ TICKET = re.compile(r"ULTRAGOAL_REVIEW session=(\S+) nonce=([0-9a-f]{32})$")
 SCOPE = re.compile(r'"scope_contract_sha256": "([0-9a-f]{64})"')
 
 
-def a_story_validator(host: Host) -> dict[str, str]:
-    """A judge cell the user made for the story, as ``ithaca notebook`` makes it."""
-    made = host.ithaca_cli("notebook", "create", "story checks", "--json")
-    notebook = json.loads(made.stdout)["notebookId"]
-    cell = host.ithaca_cli(
-        "notebook", "add-cell", notebook, "--source", JUDGE, "--filename", "check.py", "--json"
-    )
-    return {"notebookId": notebook, "cellId": json.loads(cell.stdout)["cellId"]}
-
-
 def approved_pursuit(host: Host) -> list[dict[str, Any]]:
     """The agent's calls from planning to an approved story (the team lets it relay the
     user's confirmation: the scripted model plays planning in one turn)."""
     config = host.repo / ".ithaca" / "config.toml"
     before = config.read_text() if config.exists() else ""
     config.write_text(f"{before}\n[ultragoal]\nstrict_approval = false\n")
-    story = {**STORY, "validator": a_story_validator(host)}
+    story = {**STORY, "validator": host.notebook_cell(JUDGE)}
     return [
         {
             "operation": "set",
