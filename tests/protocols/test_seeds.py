@@ -47,10 +47,12 @@ def test_seeds_are_enabled_base_records() -> None:
     assert all(seed["scope"] == "base" and seed["enabled"] for seed in BASE_PROTOCOLS)
 
 
-def test_only_debugging_and_goal_seeds_carry_typed_constraints() -> None:
+def test_only_debugging_goal_and_verify_before_done_seeds_carry_typed_constraints() -> None:
     constrained = {
         seed["id"]: seed["constraints"] for seed in BASE_PROTOCOLS if seed["constraints"]
     }
+    # Verification is judged when the turn ends, with the project's own commands.
+    assert constrained.pop("ithaca.coding.verify-before-done") == [{"kind": "require_verification"}]
     assert {
         seed_id: [(c["kind"], c["state"], c["expect"], c["for"], c["effect"]) for c in constraints]
         for seed_id, constraints in constrained.items()
@@ -80,7 +82,11 @@ def test_verify_before_done_and_completion_report_rules_are_the_reference_text()
     ]
     assert SEEDS["ithaca.coding.completion-report"]["rules"] == [
         "Finish with: files created, changed and deleted; each verification command and its "
-        "exit status; approvals used; what remains unverified; the recommended next step."
+        "exit status; approvals used; what remains unverified; the recommended next step.",
+        # The honest end the critic accepts (issue 13): beyond the reference text.
+        "If you end without a verification that passed after your last change, say so on a "
+        "line of its own: `UNVERIFIED: <what is unverified and why>`. Ithaca shows that turn "
+        "to the user as unverified, never as done.",
     ]
 
 

@@ -534,3 +534,20 @@ def test_tags_are_accepted_exactly_as_their_pattern_says(value: str) -> None:
 def test_selector_values_with_control_characters_are_refused(value: str) -> None:
     control = re.search(r"[\x00-\x1f\x7f-\x9f]", value) is not None
     assert accepted(record(selector={"task": value})) is not control
+
+
+def test_require_verification_takes_optional_commands_and_no_effect() -> None:
+    bare = validate(with_constraint({"kind": "require_verification"}))
+    assert bare["constraints"] == [{"kind": "require_verification"}]
+    named = {"kind": "require_verification", "commands": ["make check"], "reason": "Run it."}
+    assert validate(with_constraint(named))["constraints"] == [named]
+    rejected(
+        with_constraint({"kind": "require_verification", "effect": "deny"}),
+        "INVALID_CONSTRAINT",
+        "/constraints/0/effect",
+    )
+    rejected(
+        with_constraint({"kind": "require_verification", "commands": ["'unbalanced"]}),
+        "INVALID_CONSTRAINT",
+        "/constraints/0/commands/0",
+    )

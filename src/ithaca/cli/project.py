@@ -68,6 +68,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         },
         "strict": project.config["protocols"]["strict"],
         "strictApproval": project.config["ultragoal"]["strict_approval"],
+        "verificationCritic": project.config["verification"]["require"],
         "recentSessions": [
             {"hostSessionId": sid, "currentEventId": eid, "bundleLoaded": bool(loaded)}
             for sid, eid, loaded in sessions
@@ -109,6 +110,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
             out.print(
                 "  ultragoal  strict approval OFF: the agent may confirm its own stories while"
                 " planning (ultragoal.strict_approval = false in the configuration)",
+                markup=False,
+            )
+        if not value["verificationCritic"]:
+            out.print(
+                "  verification critic OFF: a coding turn may end without a passing"
+                " verification after its last change (verification.require = false)",
                 markup=False,
             )
         if value["validators"] != "confined":

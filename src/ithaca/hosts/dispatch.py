@@ -123,6 +123,14 @@ def _session_id(payload: dict[str, Any]) -> str | None:
     return value if ids.is_session_id(value) else None
 
 
+def classified(ctx: GateContext, project: Project) -> Call:
+    """The hook call's tool call, classified as PreToolUse classifies it (for a gate that
+    reads a PostToolUse call's commands)."""
+    given_cwd = ctx.payload.get("cwd")
+    cwd = given_cwd if isinstance(given_cwd, str) else os.getcwd()
+    return _classify(_adapter(ctx.host), ctx.payload, project, cwd, ctx.config, ctx.session_id)
+
+
 def _classify(
     adapter: ModuleType,
     payload: dict[str, Any],

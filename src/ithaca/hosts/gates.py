@@ -12,6 +12,7 @@ GATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ithaca.hosts.effects", ("PreToolUse", "PostToolUse")),
     ("ithaca.hosts.profile_gate", ("SessionStart",)),
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
+    ("ithaca.protocols.critic", ("PreToolUse", "PostToolUse", "Stop")),  # after the bundle
     ("ithaca.ulysses.gate", ("SessionStart", "PreToolUse")),
     ("ithaca.delivery.gate", ("SessionStart", "PreCompact", "PreToolUse", "PostToolUse", "Stop")),
     (

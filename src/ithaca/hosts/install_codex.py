@@ -111,7 +111,7 @@ CODEX_EVENTS: tuple[HostEvent, ...] = (
     HostEvent("PreToolUse", None, 5),
     HostEvent("PostToolUse", None, 10),
     HostEvent("PreCompact", None, 10),
-    HostEvent("Stop", None, 15),
+    HostEvent("Stop", None, 90),  # the critic may run the verification itself (critic_run)
 )
 
 DEGRADED: tuple[str, ...] = (

@@ -77,6 +77,12 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
     "delivery": {
         "lease_ttl_s": ((int,), 1800),
     },
+    "verification": {
+        "require": ((bool,), True),  # the end-of-turn critic (protocols.critic)
+        "commands": ((list,), []),  # empty: found from the project (its test runner)
+        "timeout_s": ((int, float), 60),
+        "max_blocks": ((int,), 3),
+    },
     "run_plan": {
         "worker": ((list,), []),  # argv of the worker command, run without a shell
         "env": ((dict,), {}),

@@ -330,6 +330,7 @@ def _approval_subject(constraint: dict[str, Any], call: Call) -> str | None:
     return subject
 
 
+TURN_KINDS = ("require_verification",)
 _SUBJECT_FINDERS = {
     "deny_tool": _deny_tool_subject,
     "deny_command": _deny_command_subject,
@@ -399,6 +400,8 @@ def _outcome(
     if kind == "require_state":
         unmet = _require_state(constraint, call, state)
         return None if unmet is None else (effect, "STATE_REQUIRED", given_reason or unmet)
+    if kind in TURN_KINDS:
+        return None  # judged when the turn ends (``critic``), never on one call
     if kind not in _SUBJECT_FINDERS:
         raise InvalidInput("UNKNOWN_CONSTRAINT_KIND", f"unknown constraint kind {kind!r}")
     if kind == "require_approval" and approved:

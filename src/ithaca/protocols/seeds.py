@@ -133,6 +133,7 @@ BASE_PROTOCOLS: tuple[dict[str, Any], ...] = (
             "unfinished and quote the failure.",
         ],
         ["coding"],
+        [{"kind": "require_verification"}],
     ),
     _base(
         "ithaca.coding.approval-when-asked",
@@ -172,6 +173,9 @@ BASE_PROTOCOLS: tuple[dict[str, Any], ...] = (
             "Finish with: files created, changed and deleted; each verification command and "
             "its exit status; approvals used; what remains unverified; the recommended next "
             "step.",
+            "If you end without a verification that passed after your last change, say so "
+            "on a line of its own: `UNVERIFIED: <what is unverified and why>`. Ithaca shows "
+            "that turn to the user as unverified, never as done.",
         ],
         ["coding"],
     ),
@@ -232,7 +236,7 @@ def seed_hash(record: dict[str, Any]) -> str:
 # The digest of BASE_PROTOCOLS sorted by id, written out so that hooks, which compare it
 # with the store on every call, need not canonicalise ten records each time. A test
 # recomputes it: changing a seed without updating this line fails the suite.
-SEED_SET_DIGEST = "c3fdf8806db7502f196def86aedff1c81c635c05a1ef9c5cbd1a8e57d324ec18"
+SEED_SET_DIGEST = "5fb9c30830f6ac5c53df386d70600b5e3458e30f4a6ae7dee871dcb12f74c5db"
 
 
 def seed_set_digest() -> str:

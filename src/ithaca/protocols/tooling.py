@@ -703,6 +703,8 @@ _FAMILIES = {
 
 def _covers_constraint(outer: dict[str, Any], inner: dict[str, Any]) -> bool:
     """Whether ``outer`` fires, at least as strictly, on every call ``inner`` fires on."""
+    if inner["kind"] in constraints.TURN_KINDS or outer["kind"] in constraints.TURN_KINDS:
+        return False  # judged once a turn ends, never on a call: nothing to shadow
     if _strength(outer) < _strength(inner):
         return False
     if inner["kind"] == "require_state" or outer["kind"] == "require_state":

@@ -20,6 +20,7 @@ from ithaca.kernel import canon
 from ithaca.kernel.call import TOOL_CLASSES
 from ithaca.kernel.errors import InvalidInput, Refused
 from ithaca.kernel.shellwords import split
+from ithaca.protocols.constraints import TURN_KINDS
 from ithaca.protocols.seeds import BUILTIN_WORKFLOWS
 
 TYPE_CHECKING = False
@@ -52,6 +53,7 @@ CONSTRAINT_KINDS = (
     "deny_path",
     "require_state",
     "require_approval",
+    "require_verification",
 )
 EFFECTS = ("deny", "ask")
 HASHED_FIELDS = (
@@ -105,7 +107,11 @@ _PATTERN_FIELDS = {
     "deny_path": ("paths",),
     "require_state": (),
     "require_approval": ("commands", "paths", "tools"),
+    "require_verification": ("commands",),
 }
+# Kinds checked at the end of a turn (``critic``), not on a call: no effect, and their
+# patterns are optional (the project's configuration supplies them).
+_TURN_KINDS = TURN_KINDS
 _STATE_FIELDS = ("state", "expect", "for")
 
 
@@ -426,7 +432,7 @@ def _check_constraint(value: object, pointer: str, known_states: frozenset[str])
             "UNKNOWN_KIND",
             f"{kind!r} is not a constraint kind; use one of {', '.join(CONSTRAINT_KINDS)}",
         )
-    takes_effect = kind != "require_approval"
+    takes_effect = kind not in ("require_approval", *_TURN_KINDS)
     allowed = ("kind", "reason") + (("effect",) if takes_effect else ())
     allowed += _PATTERN_FIELDS[kind] + (_STATE_FIELDS if kind == "require_state" else ())
     for key in value:
@@ -440,7 +446,7 @@ def _check_constraint(value: object, pointer: str, known_states: frozenset[str])
 
     constraint: dict[str, Any] = {"kind": kind}
     patterns = _PATTERN_FIELDS[kind]
-    if patterns and not any(key in value for key in patterns):
+    if patterns and kind not in _TURN_KINDS and not any(key in value for key in patterns):
         raise _invalid(
             "INVALID_CONSTRAINT",
             pointer,

@@ -1,0 +1,79 @@
+"""The fingerprint of a project's working tree: whether its files changed, read from Git.
+
+The end-of-turn critic must know what a turn changed, not what its commands said. In a
+Git repository ``git status`` lists every path that differs from ``HEAD`` (tracked
+changes, staged or not, and untracked files Git does not ignore); the fingerprint digests
+that listing with the size and modification time of each listed file, so editing an
+already changed file moves it too. Ithaca's own folder is left out: its state changes
+on every call. Outside Git there is no fingerprint (None), and callers fall back on the
+calls they saw. Two short ``git`` processes per call, spawned with ``os.posix_spawnp``:
+``subprocess`` would cost a hook process the import of ``signal``, ``threading`` and
+their dependencies (hook path: standard library only, and little of it).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+
+from ithaca.kernel.canon import sha256
+
+GIT_TIMEOUT_S = 20
+STATUS = ("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+EXCLUDED = ":(exclude).ithaca"
+
+
+def fingerprint(root: str) -> str | None:
+    """A digest that changes whenever a file outside ``.ithaca/`` changes, or None when
+    ``root`` is not in a Git work tree (or Git cannot say)."""
+    listing = _git(root, *STATUS, "--", ".", EXCLUDED)
+    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    if listing is None:
+        return None
+    digest = sha256()
+    digest.update((head or b"unborn") + b"\0" + listing)
+    for entry in listing.split(b"\0"):
+        path = entry[3:].decode("utf-8", "surrogateescape")
+        if path:
+            digest.update(_stat(os.path.join(root, path)))
+    return digest.hexdigest()
+
+
+def _stat(path: str) -> bytes:
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return b"-\0"
+    return f"{found.st_size}:{found.st_mtime_ns}\0".encode()
+
+
+def _git(root: str, *args: str) -> bytes | None:
+    """``git -C root ARGS``'s standard output, or None when it fails or outlasts
+    ``GIT_TIMEOUT_S``."""
+    read_end, write_end = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, write_end, 1),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_CLOSE, read_end),
+    ]
+    try:
+        pid = os.posix_spawnp("git", ["git", "-C", root, *args], os.environ, file_actions=actions)
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    os.close(write_end)
+    chunks: list[bytes] = []
+    try:
+        while select.select([read_end], [], [], GIT_TIMEOUT_S)[0]:
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            os.kill(pid, 9)
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
