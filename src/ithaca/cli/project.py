@@ -265,7 +265,27 @@ def _describe(entry: dict[str, Any]) -> str:
         return f"{payload['id']}"
     if kind == "protocols.approval_granted":
         return f"until {payload['expiresAt']}"
+    if kind.startswith("critic."):
+        return _critic_line(kind, payload)
     return ""
+
+
+def _critic_line(kind: str, payload: dict[str, Any]) -> str:
+    """Why the end-of-turn critic let a turn end or held it."""
+    if kind == "critic.changed":
+        return f"{payload['tool']} changed the project" + (" (first)" if payload["first"] else "")
+    if kind == "critic.verified":
+        return f"a verification passed (reported by the {payload['measured']})"
+    verdict = payload["verdict"]
+    line = {
+        "blocked": f"BLOCKED the end: run `{payload.get('command')}` ({payload.get('block')})",
+        "verified": f"may end: `{payload.get('command')}` passed after the last change",
+        "unchanged": "may end: the turn left the project as it was",
+        "unverified": f"ended UNVERIFIED: {payload.get('why')}",
+    }.get(verdict, verdict)
+    if payload.get("measured") == "ithaca":
+        line += " (run by Ithaca)"
+    return line
 
 
 @click.group(invoke_without_command=True)

@@ -2,7 +2,8 @@
 
 A prompt is admitted; an edit is denied until the bundle is loaded through the MCP
 server; the same edit is then allowed; a team protocol stops ``git push``; a write under
-``.ithaca/`` is denied; and ``ithaca log`` explains every decision.
+``.ithaca/`` is denied; the turn's end is held by the end-of-turn critic until the team's
+check passed after the edit; and ``ithaca log`` explains every decision.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 
 from ithaca.demo import Stage, expect, script
 
+# The team's verification, configured as a clone brings it (the project has no test runner).
+CHECK = "python3 check_greet.py"
+CHECK_GREET = 'from greet import greet\nassert greet("Ada") == "Hello Ada", greet("Ada")\n'
 NO_PUSH = {
     "id": "team.no-push",
     "name": "People push, agents do not",
@@ -37,10 +41,15 @@ def play(stage: Stage) -> None:
     # init finds is what the effect check accepts (a later edit would need the user's lift).
     (root / ".ithaca" / "protocols").mkdir(parents=True)
     (root / ".ithaca" / "protocols" / "team.no-push.json").write_text(json.dumps(NO_PUSH, indent=2))
+    (root / ".ithaca" / "config.toml").write_text(
+        f"[verification]\ncommands = [{json.dumps(CHECK)}]\n"
+    )
+    (root / "check_greet.py").write_text(CHECK_GREET)
     done = stage.ithaca("init")
     expect(done.returncode == 0, f"ithaca init failed: {done.stderr}")
     say(f"$ ithaca init   (in {root})")
     say("  team protocol .ithaca/protocols/team.no-push.json: deny `git push`")
+    say(f"  team verification in .ithaca/config.toml: `{CHECK}`")
 
     prompt = "::workflow coding\nMake greet() use an f-string."
     say(f"\nuser> {prompt!r}")
@@ -74,6 +83,7 @@ def play(stage: Stage) -> None:
     say("\nagent> Edit greet.py (again)")
     allowed = decision(stage.hook("PreToolUse", **edit))
     expect(allowed[0] == "allow", f"edit not allowed after loading: {allowed}")
+    (root / "greet.py").write_text('def greet(name):\n    return f"Hello {name}"\n')
     say("  PreToolUse -> allowed (Ithaca stays silent; the host's own permissions apply)")
 
     say("\nagent> Bash: git push origin main")
@@ -97,6 +107,8 @@ def play(stage: Stage) -> None:
     expect(tamper[0] == "deny" and ".ithaca/" in tamper[1], f"state write not denied: {tamper}")
     say(f"  PreToolUse -> DENY: {tamper[1]}")
 
+    _verify_before_done(stage)
+
     say("\n$ ithaca log --kind protocols.")
     log = stage.ithaca("log", "--kind", "protocols.")
     expect(log.returncode == 0, f"ithaca log failed: {log.stderr}")
@@ -104,6 +116,40 @@ def play(stage: Stage) -> None:
     expect(len(decisions) >= 4, "ithaca log does not show the decisions")
     for line in log.stdout.splitlines():
         say("  " + line)
+
+
+def _verify_before_done(stage: Stage) -> None:
+    """The agent ends its turn without checking its edit: the critic holds the Stop with the
+    team's command; the command passes (the hook hears of it from PostToolUse, which Claude
+    Code sends only for exit status 0), and the turn may end."""
+    say = stage.say
+    said = {"stop_hook_active": False, "last_assistant_message": "greet() uses an f-string."}
+    say("\nagent> (ends its turn: 'greet() uses an f-string.')")
+    held = stage.hook("Stop", **said)
+    reason = str(held.get("reason", ""))
+    expect(held.get("decision") == "block" and CHECK in reason, f"Stop not held: {held}")
+    say(f"  Stop -> BLOCKED: {reason}")
+    run_check(stage)
+    say("\nagent> (ends its turn again)")
+    ended = stage.hook("Stop", **said)
+    expect(ended.get("decision") != "block", f"Stop still held after the check: {ended}")
+    say("  Stop -> allowed: the check passed after the last change")
+    log = stage.ithaca("log", "--kind", "critic.")
+    expect("critic.verdict" in log.stdout, f"the critic's verdicts are not journaled: {log}")
+    say("\n$ ithaca log --kind critic.")
+    for line in log.stdout.splitlines():
+        say("  " + line)
+
+
+def run_check(stage: Stage) -> None:
+    """The agent runs the team's check; it passes, and the hook hears so from PostToolUse."""
+    stage.say(f"\nagent> Bash: {CHECK}")
+    bash = {"tool_name": "Bash", "tool_input": {"command": CHECK}}
+    expect(decision(stage.hook("PreToolUse", **bash))[0] == "allow", "the check was denied")
+    ran = subprocess.run(CHECK.split(), cwd=stage.root, capture_output=True, text=True)
+    expect(ran.returncode == 0, f"the check failed: {ran.stderr}")
+    stage.hook("PostToolUse", **bash, tool_response={"stdout": ran.stdout, "stderr": ""})
+    stage.say("  exit 0 (PostToolUse tells the hook it passed)")
 
 
 def decision(answer: dict[str, Any]) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ithaca.demo import Stage, expect, script
-from ithaca.demo.protocols_turn import decision
+from ithaca.demo.protocols_turn import decision, run_check
 
 SESSION = "demo-ultragoal-session"
 REVIEWER = "code-reviewer"
@@ -412,5 +412,9 @@ async def _complete(pursuit: Pursuit) -> None:
     expect(done["relayed_confirmations"] == [], f"relayed approvals: {done}")
     say("agent> ultragoal request_complete -> phase complete; every story confirmed by the user")
     stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Done.")
+    if "VERIFICATION_REQUIRED" in str(stop.get("reason")):  # the team's check, not yet run
+        say("  Stop -> BLOCKED by the end-of-turn critic: the team's check has not run")
+        run_check(stage)
+        stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Done.")
     expect(stop.get("decision") != "block", f"Stop still blocks after completion: {stop}")
     say("agent> (ends its turn)\n  Stop -> allowed: the pursuit is complete")
