@@ -286,7 +286,8 @@ def test_install_adds_the_reviewer_as_a_codex_agent_role_from_the_same_text(tmp_
 
     assert "agent code-reviewer" in report.added
     role = tomllib.loads((root / ROLE).read_text())
-    assert set(role) == {"name", "description", "developer_instructions"}
+    assert set(role) == {"name", "description", "sandbox_mode", "developer_instructions"}
+    assert role["sandbox_mode"] == "read-only"  # it reads and checks; it submits over MCP
     assert role["name"] == SCHEMA["ultragoal"]["reviewer_agent_type"][1]
     shipped = files("ithaca.skills").joinpath("agents", "code-reviewer.md").read_text()
     assert role["developer_instructions"].strip() == shipped.split("---\n", 2)[2].strip()

@@ -164,17 +164,46 @@ def test_a_turn_that_only_read_ends(turn):
     assert turn.verdicts() == []
 
 
-def test_a_turn_that_undid_its_change_ends_as_unchanged(turn):
+def test_a_turn_whose_allowed_edit_changed_no_file_ends_as_unchanged(turn):
+    turn.begin()
+    allowed = turn.call(
+        "PreToolUse",
+        tool_name="Write",
+        tool_input={"file_path": str(turn.root / "never.txt"), "content": "x"},
+    )
+    assert allowed.get("hookSpecificOutput", {}).get("permissionDecision") != "deny"
+
+    assert turn.stop().get("decision") != "block"  # the host never ran the write
+    assert turn.verdicts()[-1]["verdict"] == "unchanged"
+
+
+def test_a_file_put_back_by_hand_is_still_a_change(turn):
     kept = turn.root / "keep.txt"
     kept.write_text("before\n")
     before = kept.stat()
     turn.begin()
     turn.edit("keep.txt", "after\n")
     kept.write_text("before\n")
-    os.utime(kept, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(kept, ns=(before.st_atime_ns, before.st_mtime_ns))  # the change time moved
 
-    assert turn.stop().get("decision") != "block"
-    assert turn.verdicts()[-1]["verdict"] == "unchanged"
+    blocked(turn.stop())
+
+
+def test_a_verification_in_a_pipeline_or_list_or_that_runs_nothing_proves_nothing(turn):
+    turn.begin()
+    turn.edit("parser.py", "def parse(): ...\n")
+    for line in (
+        f"{VERIFY} -q 2>&1 | tail -5",
+        f"{VERIFY} || true",
+        f"{VERIFY}; echo done",
+        f"{VERIFY} --help",
+        f"{VERIFY} --collect-only",
+        f"{VERIFY} &",
+    ):
+        turn.shell(line, passed=True)
+        assert "VERIFICATION_REQUIRED" in blocked(turn.stop()), line
+        turn.begin("::workflow coding\nGo on.")
+        turn.edit("parser.py", f"# {line}\n")
 
 
 def test_a_subagents_change_counts_toward_its_parent_turn(turn):
@@ -236,3 +265,13 @@ def test_the_default_verification_is_the_projects_test_runner(tmp_path):
     assert commands(str(tmp_path), [])[0] == "python -m pytest"
     assert commands(str(tmp_path), ["tox -e py"]) == ["tox -e py"]
     assert commands(str(tmp_path), ["tox -e py"], ["make check"]) == ["make check"]
+
+
+def test_a_verification_whose_quoted_code_holds_a_semicolon_counts(governed_dir, hook):
+    hook.configure(f"[verification]\ncommands = [{json.dumps(CHECK)}]\n")
+    turn = Turn(governed_dir, hook)
+    turn.begin()
+    turn.edit("ok.txt", "yes")
+    turn.shell(CHECK, passed=True)
+
+    assert turn.stop().get("decision") != "block"

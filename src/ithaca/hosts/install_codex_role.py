@@ -5,7 +5,8 @@ role file, ``.codex/agents/<name>.toml``, with ``name``, ``description`` and
 ``developer_instructions``. Ithaca ships the reviewer once, as Claude Code's agent file
 (``ithaca.skills/agents/code-reviewer.md``: front matter, then the instructions); the
 role is made from that same text, so both hosts' reviewers follow one set of rules. The
-role sets no sandbox of its own: the reviewer runs under the project's Codex profile.
+role runs the reviewer's shell read-only (``sandbox_mode``): it reads and runs checks,
+and submits through Ithaca's MCP tool, whose server runs outside that sandbox.
 """
 
 from __future__ import annotations
@@ -20,5 +21,6 @@ def codex_role(agent_markdown: bytes) -> bytes:
     role = tomlkit.document()
     role["name"] = fields["name"]
     role["description"] = fields["description"]
+    role["sandbox_mode"] = "read-only"
     role["developer_instructions"] = tomlkit.string(body.strip() + "\n", multiline=True)
     return tomlkit.dumps(role).encode("utf-8")

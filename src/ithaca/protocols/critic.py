@@ -122,7 +122,7 @@ def _note_verification(ctx: GateContext) -> None:
         return
     from ithaca.kernel import worktree
 
-    state.update(dirty=False, green_tree=worktree.fingerprint(ctx.project.root))
+    state.update(dirty=False, blocks=0, green_tree=worktree.fingerprint(ctx.project.root))
     ctx.scratch[NAME] = (state, "critic.verified", {"event": event_id, "measured": "host"})
 
 
@@ -179,10 +179,14 @@ def _block(
     state["blocks"] += 1
     reason = (
         f"Ithaca's critic [VERIFICATION_REQUIRED]: this turn changed the project after its"
-        f" last passing verification. Run `{command}` and make it pass before you stop, or,"
+        f" last passing verification. Run `{command}` on its own (not in a pipeline or a"
+        " list) and make it pass before you stop, or,"
         f" if you cannot, end your report with a line `{DECLARATION} <what is unverified"
         " and why>`."
     )
+    own = (state.get("constraint") or {}).get("reason")
+    if own:
+        reason += f" {own}"
     if detail:
         reason += f"\nIthaca ran `{command}` itself and it failed:\n{detail}"
     payload = {
@@ -260,7 +264,7 @@ def _constraint(ctx: GateContext) -> dict[str, Any] | None:
     matched for this call, or None. The turn's state keeps it for PostToolUse and Stop."""
     assert ctx.conn is not None
     ids = ctx.scratch.get("protocols", {}).get("matched") or []
-    found = None
+    found: dict[str, Any] | None = None
     if ids:
         from ithaca.protocols import records
 
@@ -270,10 +274,11 @@ def _constraint(ctx: GateContext) -> dict[str, Any] | None:
             record = stored.get(protocol_id)
             if record is None or not record["enabled"]:
                 continue
-            kinds = records.effective_constraints(record, seeds)
-            found = next((c for c in kinds if c.get("kind") == CONSTRAINT), None)
-            if found is not None:
-                break
+            for constraint in records.effective_constraints(record, seeds):
+                if constraint.get("kind") != CONSTRAINT:
+                    continue
+                if found is None or (constraint.get("commands") and not found.get("commands")):
+                    found = constraint  # one that names its commands outranks a bare one
     return found
 
 

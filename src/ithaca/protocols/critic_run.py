@@ -18,6 +18,8 @@ from ithaca.validators import runner, runtimes
 from ithaca.validators.snapshot import SCHEMA
 
 TAIL_LINES = 20
+# The Codex Stop hook runs for at most 90 s (``install_codex``): the run must end before.
+MAX_RUN_S = 75
 TAIL_CHARS = 1500
 SCRIPT = """\
 . "$ITHACA_RUN_DIR/tb-validate.sh"
@@ -31,7 +33,7 @@ def run_verification(ctx: GateContext, command: str) -> tuple[bool, str]:
     """Whether ``command`` passed in the sandbox, and the tail of its output when not."""
     assert ctx.project is not None
     settings = dict(ctx.config["validators"])
-    timeout_s = ctx.config["verification"]["timeout_s"]
+    timeout_s = min(ctx.config["verification"]["timeout_s"], MAX_RUN_S)
     settings["timeout_s"] = max(settings["timeout_s"], timeout_s)
     try:
         snapshot: dict[str, Any] = {

@@ -109,9 +109,6 @@ _PATTERN_FIELDS = {
     "require_approval": ("commands", "paths", "tools"),
     "require_verification": ("commands",),
 }
-# Kinds checked at the end of a turn (``critic``), not on a call: no effect, and their
-# patterns are optional (the project's configuration supplies them).
-_TURN_KINDS = TURN_KINDS
 _STATE_FIELDS = ("state", "expect", "for")
 
 
@@ -432,7 +429,8 @@ def _check_constraint(value: object, pointer: str, known_states: frozenset[str])
             "UNKNOWN_KIND",
             f"{kind!r} is not a constraint kind; use one of {', '.join(CONSTRAINT_KINDS)}",
         )
-    takes_effect = kind not in ("require_approval", *_TURN_KINDS)
+    # A turn kind (``critic``) takes no effect, and its patterns are optional.
+    takes_effect = kind not in ("require_approval", *TURN_KINDS)
     allowed = ("kind", "reason") + (("effect",) if takes_effect else ())
     allowed += _PATTERN_FIELDS[kind] + (_STATE_FIELDS if kind == "require_state" else ())
     for key in value:
@@ -446,7 +444,7 @@ def _check_constraint(value: object, pointer: str, known_states: frozenset[str])
 
     constraint: dict[str, Any] = {"kind": kind}
     patterns = _PATTERN_FIELDS[kind]
-    if patterns and kind not in _TURN_KINDS and not any(key in value for key in patterns):
+    if patterns and kind not in TURN_KINDS and not any(key in value for key in patterns):
         raise _invalid(
             "INVALID_CONSTRAINT",
             pointer,

@@ -12,17 +12,18 @@ start a reviewer (``tool_hooks``). Standard library and light modules only (hook
 from __future__ import annotations
 
 from ithaca.ultragoal.contract import requirements, scope_digest
-from ithaca.ultragoal.gate import REVIEW_TASK_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 NOTE_CUT = 4000
-# What the host's delegate tool keeps of the agent's input, besides the brief itself.
+REVIEW_TASK_PREFIX = "ultragoal_review_"
+# What the host's delegate tool keeps of the agent's input, besides the brief itself: its
+# label alone. The model and effort are the reviewer definition's, not the agent's choice.
 KEPT_INPUT = {
-    "subagent_type": ("description", "model"),  # Claude Code's Task and Agent
-    "agent_type": ("model", "reasoning_effort"),  # Codex's spawn_agent
+    "subagent_type": ("description",),  # Claude Code's Task and Agent
+    "agent_type": (),  # Codex's spawn_agent
 }
 BRIEF_FIELD = {"subagent_type": "prompt", "agent_type": "message"}
 # Codex's spawn_agent: a reviewer inherits none of the parent's history (which holds the
@@ -70,10 +71,8 @@ def render(
             f"everything that differs from commit {base}, where the pursuit began: read"
             f" `git diff {base}` and the new files `git status --short` lists"
         )
-    elif base == "":
+    else:  # "" (claims need a recorded base): the repository had no commit yet
         change = "every file Git does not ignore (the repository had no commit yet)"
-    else:
-        change = "unknown: Ithaca recorded no commit, so the review will be refused"
     lines = [
         f"You are the independent code reviewer of an Ithaca Ultragoal pursuit (session"
         f" {session_id}). Ithaca wrote this brief; the agent whose work you review did not,"
@@ -87,9 +86,9 @@ def render(
         f"The change to review: {change}; Ithaca's own files under .ithaca/ are not part of"
         " it. Read the changed files yourself, and run the checks the stories name.",
         "",
-        "Then submit one artifact: `ithaca ultragoal submit-review --session"
-        f" {session_id} --nonce <nonce> --json -` (your agent guide has the finding format;"
-        " `ithaca ultragoal serialize-review-context` prints the contract). The artifact:",
+        "Then submit one artifact with the `ultragoal` MCP tool (operation submit_review,"
+        f" session {session_id}, the nonce below; your agent guide has the finding format,"
+        " and `ithaca ultragoal serialize-review-context` prints the contract). The artifact:",
         '{"status": "COMPLETE" or "INCONCLUSIVE",'
         f' "scope_contract_sha256": "{scope_digest(row, stories)}", "findings": [...],'
         f' "reviewer": "{reviewer}", "at": "<UTC time>",'

@@ -23,12 +23,25 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse
 # Tools whose calls can seed a pursuit (Skill) or dispatch its reviewer (Task, Agent, and
 # Codex's spawn_agent).
 RELEVANT_TOOLS = frozenset({"Skill", "Task", "Agent", "spawn_agent", "collaborationspawn_agent"})
-# Codex's tools that hand a running agent more words: refused towards the reviewer, whose
-# only instructions are Ithaca's brief (its task name is Ithaca's, ``brief``).
+# Tools that hand a running agent more words (Codex's multi-agent tools, v1 and v2, and
+# Claude Code's SendMessage): refused while a review dispatch is open, whatever agent they
+# name (an agent id names the reviewer as well as its task name does), so the reviewer's
+# only instructions are Ithaca's brief.
 MESSAGE_TOOLS = frozenset(
-    {"send_message", "followup_task", "collaborationsend_message", "collaborationfollowup_task"}
+    {
+        "send_message",
+        "followup_task",
+        "send_input",
+        "resume_agent",
+        "collaborationsend_message",
+        "collaborationfollowup_task",
+        "SendMessage",
+    }
 )
-REVIEW_TASK_PREFIX = "ultragoal_review_"
+_OPEN_DISPATCH = (
+    "SELECT 1 FROM ultragoal_review_dispatch WHERE session_id = ? AND consumed_at IS NULL"
+    " AND void = 0 LIMIT 1"
+)
 
 _STATE = (
     "SELECT json_extract(state_json, '$.active'), json_extract(state_json, '$.phase')"
@@ -45,11 +58,14 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         return ABSTAIN
     assert call is not None
     if call.tool in MESSAGE_TOOLS:
+        if ctx.conn is None or not ctx.conn.execute(_OPEN_DISPATCH, (ctx.session_id,)).fetchone():
+            return ABSTAIN
         return Opinion(
             "deny",
             "REVIEW_BRIEF_SEALED",
-            "Ultragoal: the reviewer works from Ithaca's brief alone; send it nothing more."
-            " Its findings reach you through get-review-result.",
+            "Ultragoal: a review is under way, and the reviewer works from Ithaca's brief"
+            " alone: no agent gets more words from you until its review is submitted. Its"
+            " findings reach you through get-review-result.",
             gate="ultragoal",
         )
     if call.tool in RELEVANT_TOOLS or not (ctx.project and ctx.session_id):
@@ -101,7 +117,7 @@ def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:
     if call.tool in RELEVANT_TOOLS:
         return True
     if call.tool in MESSAGE_TOOLS:
-        return REVIEW_TASK_PREFIX in str(call.tool_input.get("target", ""))
+        return True
     if call.tool == f"mcp__{ctx.config['protocols']['mcp_server_name']}__ultragoal":
         return True
     if call.unparseable and "ultragoal" in command_text(call):

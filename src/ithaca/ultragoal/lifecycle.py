@@ -27,6 +27,7 @@ CLAIM_CODES = {
     "stories_pending": "REVIEW_STORIES_PENDING",
     "completion_eligible": "REVIEW_COMPLETION_ELIGIBLE",
     "budget_exhausted": "REVIEW_DISPATCH_CAP_REACHED",
+    "no_diff": "REVIEW_DIFF_UNAVAILABLE",
     "allowed": None,
 }
 RENEWAL_COMMAND = "ithaca ultragoal approve-review-dispatch-renewal"
@@ -100,6 +101,8 @@ def claim_review_dispatch(
     ]
     if pending:
         return {**_claim("stories_pending", used, cap), "ids": pending}
+    if row.get("review_base") is None:  # no change to check a review against: it would fail
+        return _claim("no_diff", used, cap)
     review = records.review(conn, session_id)
     if review is not None:  # without one nothing can be eligible: no reducer to load
         from ithaca.ultragoal import reducer

@@ -104,6 +104,12 @@ def claim_refused(claim: dict[str, Any]) -> str:
             f"Ultragoal: the review dispatch budget is spent ({claim['used']}/{claim['cap']});"
             f" ask the user to run `{claim['renewal_command']}` in their own terminal."
         )
+    if reason == "no_diff":
+        return (
+            "Ultragoal: Ithaca recorded no Git commit for this pursuit, so a review cannot be"
+            " checked against the change and none is started. In a Git repository, set"
+            " --phase planning and then pursuing again to record it."
+        )
     return "Ultragoal: a review dispatch needs an active pursuing session."
 
 

@@ -5,11 +5,12 @@ artifact cites the files its reviewer read: ``files_read: [{path, sha256}]``, ea
 the SHA-256 of the bytes it read (``null`` for a file the change deleted). At submission
 Ithaca hashes each cited file again and refuses a citation of another version
 (``REVIEW_FILE_DIGEST_MISMATCH``), and refuses a review none of whose files is part of the
-change (``REVIEW_COVERS_NO_CHANGE``).
+change, a deleted one cited as null not counting (``REVIEW_COVERS_NO_CHANGE``).
 
-The change is everything that differs from the commit the pursuit started from
-(``review_base``, recorded when it first enters pursuing): tracked files changed, staged
-or not, and new files Git does not ignore, outside ``.ithaca/``. In a repository with no
+The change is everything in the project's folder that differs from the commit the pursuit
+started from (``review_base``, recorded when it first enters pursuing): tracked files
+changed, staged or not, and new files Git does not ignore, outside ``.ithaca/``; paths are
+the project's, also when it sits inside a larger repository. In a repository with no
 commit yet, every such file is new. Without Git there is no change to check a review
 against, and the review is refused (``REVIEW_DIFF_UNAVAILABLE``).
 """
@@ -44,7 +45,7 @@ def changed_files(root: str, base: str | None) -> set[str]:
     if base == UNBORN:
         changed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     else:
-        tracked = _git(root, "diff", "--name-only", "--no-renames", "-z", base, "--")
+        tracked = _git(root, "diff", "--name-only", "--no-renames", "--relative", "-z", base, "--")
         new = _git(root, "ls-files", "-z", "--others", "--exclude-standard")
         changed = None if tracked is None or new is None else tracked + new
     if changed is None:
@@ -68,7 +69,8 @@ def check_citations(root: str, base: str | None, artifact: dict[str, Any]) -> di
                 " the reviewer must read the change as it stands",
                 {"pointer": f"/files_read/{index}", "path": path, "sha256": actual},
             )
-    covered = sorted({citation["path"] for citation in cited} & changed)
+    read = {citation["path"] for citation in cited if citation["sha256"] is not None}
+    covered = sorted(read & changed)  # a deleted file cited as null took no reading
     if not covered:
         raise Refused(
             "REVIEW_COVERS_NO_CHANGE",
@@ -90,17 +92,15 @@ def _digest(root: str, path: str) -> str | None:
 
 
 def _git(root: str, *args: str) -> str | None:
+    """``git -C root ARGS``'s output (file names decoded as the filesystem names them), or
+    None when it fails."""
     try:
         done = subprocess.run(
-            ["git", "-C", root, *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
+            ["git", "-C", root, *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+    return os.fsdecode(done.stdout) if done.returncode == 0 else None
 
 
 def _unavailable(why: str) -> Refused:
