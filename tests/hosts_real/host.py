@@ -114,6 +114,12 @@ class Host(ABC):
         """``ithaca ARGS`` in the repository, as the user in their terminal."""
         return run_ithaca(self.ithaca, self.repo, self.env(), *args, check=check)
 
+    def configure(self, toml: str) -> None:
+        """Add the team's settings to ``.ithaca/config.toml`` (before the host runs)."""
+        config = self.repo / ".ithaca" / "config.toml"
+        before = config.read_text() if config.exists() else ""
+        config.write_text(f"{before}\n{toml}")
+
     def notebook_cell(self, source: str, filename: str = "check.py") -> dict[str, str]:
         """A validator cell in a notebook of its own, made by the user with ``ithaca
         notebook``: ``{notebookId, cellId}``."""

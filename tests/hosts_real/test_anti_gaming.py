@@ -12,21 +12,9 @@ The reviewer's side (Ithaca's brief, ``files_read``) is ``test_review_brief``.
 from __future__ import annotations
 
 from tests.hosts_real.host import Host, HostRun
+from tests.hosts_real.notes_goal import APPROVE_S1, PLANNING, RELAYED_APPROVAL, STORY, to_pursuing
 from tests.hosts_real.scripted import Script
 
-OUTCOME = "notes.txt says hello"
-STORY = {
-    "id": "S1",
-    "story": "notes.txt says hello",
-    "acceptance_criteria": ["notes.txt holds the line hello"],
-    "verification_surface": "notes.txt",
-}
-PLANNING = {
-    "operation": "set",
-    "phase": "planning",
-    "outcome": OUTCOME,
-    "verification_surface": OUTCOME,
-}
 PASSES_ON_ZERO = (
     "from tb_validate import observed, pass_, fail\n"
     "pass_('zero errors') if observed() == {'errors': 0} else fail('errors remain')\n"
@@ -64,27 +52,15 @@ def test_an_agent_cannot_confirm_its_own_stories(host: Host):
 
 
 def test_an_agent_cannot_approve_a_story_on_evidence_it_wrote(host: Host):
-    config = host.repo / ".ithaca" / "config.toml"
-    before = config.read_text() if config.exists() else ""
-    config.write_text(f"{before}\n[ultragoal]\nstrict_approval = false\n")  # the team's lever
-    verdict = {
-        "operation": "record_story_verdict",
-        "id": "S1",
-        "verdict": "APPROVE",
-        "evidence_refs": ["notes.txt"],
-        "verifier": "self-check",
-    }
+    host.configure(RELAYED_APPROVAL)  # the team's lever
     run = host.run(
         "Pursue the goal: notes.txt says hello",
         Script(
             main=[
                 *host.protocols_loaded(),
                 host.write("notes.txt", "hello\n"),
-                host.tool("ultragoal", PLANNING),
-                host.tool("ultragoal", {"operation": "set_stories", "stories": [STORY]}),
-                host.tool("ultragoal", {"operation": "confirm_all_stories"}),
-                host.tool("ultragoal", {"operation": "set", "phase": "pursuing"}),
-                host.tool("ultragoal", verdict),
+                *(host.tool("ultragoal", step) for step in to_pursuing()),
+                host.tool("ultragoal", APPROVE_S1),
                 host.tool("ultragoal", {"operation": "request_complete"}),
             ]
         ),

@@ -22,9 +22,7 @@ HELD = "VERIFICATION_REQUIRED"
 
 
 def with_verification(host: Host) -> None:
-    config = host.repo / ".ithaca" / "config.toml"
-    before = config.read_text() if config.exists() else ""
-    config.write_text(f"{before}\n[verification]\ncommands = [{json.dumps(CHECK)}]\n")
+    host.configure(f"[verification]\ncommands = [{json.dumps(CHECK)}]\n")
 
 
 def verdicts(host: Host) -> list[dict[str, Any]]:

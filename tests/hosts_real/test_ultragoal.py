@@ -21,17 +21,11 @@ from typing import Any
 from tests.hosts_real.claude_host import ClaudeHost
 from tests.hosts_real.codex_host import CodexHost
 from tests.hosts_real.host import Host, HostRun
+from tests.hosts_real.notes_goal import OUTCOME, RELAYED_APPROVAL, to_pursuing
 from tests.hosts_real.scripted import Request, Script
 
 PROMPT = "Pursue the goal: notes.txt says hello"
 ENDS_TURN = "Nothing left to do."  # the model's answer each time it ends its turn
-OUTCOME = "notes.txt says hello"
-STORY = {
-    "id": "S1",
-    "story": "notes.txt says hello",
-    "acceptance_criteria": ["notes.txt holds the line hello"],
-    "verification_surface": "notes.txt",
-}
 PAUSED = "[ULTRAGOAL paused: iterations budget spent]"
 HOST_CAP_NOTE = "The host ends this turn after this many consecutive blocks"
 LOOP_EVENTS = (
@@ -43,32 +37,14 @@ LOOP_EVENTS = (
 
 
 def with_budget(host: Host, max_iterations: int) -> None:
-    """The team's no-progress budget, in ``.ithaca/config.toml``; the team also lets the
-    agent relay the user's approval of the stories (the scripted model plays planning in
-    one turn, so the user has no moment of their own to confirm them)."""
-    config = host.repo / ".ithaca" / "config.toml"
-    before = config.read_text() if config.exists() else ""
-    config.write_text(
-        f"{before}\n[ultragoal]\nmax_iterations_default = {max_iterations}\n"
-        "strict_approval = false\n"
-    )
+    """The team's no-progress budget, and its relayed approval of the stories."""
+    host.configure(f"{RELAYED_APPROVAL}max_iterations_default = {max_iterations}\n")
 
 
 def armed(host: Host) -> Script:
     """Plan one story, relay the user's approval, arm the loop, then only end turns."""
-    steps = [
-        {
-            "operation": "set",
-            "phase": "planning",
-            "outcome": OUTCOME,
-            "verification_surface": "notes.txt",
-        },
-        {"operation": "set_stories", "stories": [STORY]},
-        {"operation": "confirm_all_stories"},
-        {"operation": "set", "phase": "pursuing"},
-    ]
     return Script(
-        main=[*host.protocols_loaded(), *(host.tool("ultragoal", step) for step in steps)],
+        main=[*host.protocols_loaded(), *(host.tool("ultragoal", s) for s in to_pursuing())],
         final_text=ENDS_TURN,
     )
 

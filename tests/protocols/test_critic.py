@@ -275,3 +275,15 @@ def test_a_verification_whose_quoted_code_holds_a_semicolon_counts(governed_dir,
     turn.shell(CHECK, passed=True)
 
     assert turn.stop().get("decision") != "block"
+
+
+def test_the_critic_stays_below_claude_codes_own_stop_cap(turn, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "2")  # the host overrides the 2nd
+    turn.begin()
+    turn.edit("parser.py", "def parse(): ...\n")
+    blocked(turn.stop())
+
+    answer = turn.stop()
+
+    assert answer.get("decision") != "block" and "UNVERIFIED" in answer["systemMessage"]
+    assert [v["verdict"] for v in turn.verdicts()] == ["blocked", "unverified"]
