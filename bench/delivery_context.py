@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import new_project, parser, scratch, verdict  # noqa: E402
-from ithaca.delivery.context import context  # noqa: E402
+from ithaca.delivery.context.tool import context  # noqa: E402
 
 CHANGES, DECISIONS, TASKS = 50, 200, 1000
 TARGET_MS = 50.0

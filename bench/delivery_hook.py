@@ -116,7 +116,7 @@ def _prepare(root: Path) -> bytes:
 
 def _installed(event: str) -> list[str]:
     """The hook command ``ithaca install claude`` writes for ``event``, as argv."""
-    from ithaca.hosts.install_claude import hook_command
+    from ithaca.hosts.claude.install import hook_command
 
     return ["/bin/sh", "-c", hook_command(event)]
 

@@ -24,7 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import new_project, parser, scratch, verdict  # noqa: E402
-from ithaca.delivery import ledger_format, sync  # noqa: E402
+from ithaca.delivery.ledger import format as ledger_format
+from ithaca.delivery.sync import tool as sync
 from ithaca.kernel.files import write_atomic  # noqa: E402
 
 TASKS = 10_000

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import BIN, new_project, parser, percentile, scratch, verdict
-from ithaca.hosts.install_claude import hook_command
+from ithaca.hosts.claude.install import hook_command
 from ithaca.ultragoal.service import UltragoalService
 
 HOOK_TARGET = 2.0

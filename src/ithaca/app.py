@@ -142,8 +142,9 @@ def _team_ledger(opened: IthacaProject) -> list[str]:
     """In a Git repository: register the ledger's merge driver (skipped quietly when Git
     cannot) and publish the team ledger — generation 0 with a new project id, or, in a
     fresh clone, the checked-out ledger imported. Returns what changed."""
-    from ithaca.delivery import sync_install, sync_publish
-    from ithaca.delivery.ledger_format import LEDGER_PATH
+    from ithaca.delivery.ledger import driver_setup as sync_install
+    from ithaca.delivery.ledger.format import LEDGER_PATH
+    from ithaca.delivery.sync import publish as sync_publish
 
     project = opened.project
     top = git_top(project.root)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ithaca import open_project
-from ithaca.cli.knowledge import group
+from ithaca.cli.commands.knowledge import group
 from ithaca.ulysses import knowledge
 
 CLOSED: dict[str, Any] = {

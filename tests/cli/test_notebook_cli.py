@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from ithaca.cli.notebook import group
+from ithaca.cli.commands.notebook import group
 
 PASSING = "from tb_validate import observed, pass_, fail\n" + (
     "pass_('ok') if observed() == 1 else fail('not one')\n"

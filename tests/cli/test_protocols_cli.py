@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from ithaca import open_project
 from ithaca.app import IthacaProject
-from ithaca.cli.protocols import group
+from ithaca.cli.commands.protocols import group
 from ithaca.kernel import clock, journal
 from ithaca.protocols import approvals
 

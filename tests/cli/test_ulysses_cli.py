@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from ithaca import open_project
 from ithaca.app import IthacaProject
-from ithaca.cli.ulysses import group
+from ithaca.cli.commands.ulysses import group
 from ithaca.kernel import journal
 from ithaca.validators.notebooks import NotebookService
 

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from ithaca.app import IthacaProject
-from ithaca.delivery import decisions, units
 from ithaca.delivery.archive import ARCHIVE_SCHEMA, archive
+from ithaca.delivery.records import decisions
 from ithaca.delivery.service import DeliveryService
+from ithaca.delivery.units import recoverable as units
 from ithaca.kernel import canon, clock
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, IthacaError, Refused
 
@@ -282,7 +283,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     from ithaca.app import open_project
-    from ithaca.delivery import units
+    from ithaca.delivery.units import recoverable as units
     from ithaca.delivery.archive import archive
     from ithaca.kernel import clock
 

@@ -18,9 +18,10 @@ import pytest
 from tests.accepted import accept
 from tests.refusals import gate_reason
 
-from ithaca.delivery import gate, leases
+from ithaca.delivery import gate
 from ithaca.delivery.breadcrumb import MAX_BYTES, POINTER
-from ithaca.delivery.sessions import session
+from ithaca.delivery.sessions import leases
+from ithaca.delivery.sessions.tool import session
 from ithaca.hosts import dispatch
 from ithaca.hosts import gates as registry
 
@@ -509,7 +510,11 @@ def test_the_compaction_snapshot_names_the_acting_session(project_dir, project, 
     [
         (
             "ithaca.delivery.gate",
-            ("ithaca.delivery.gate", "ithaca.delivery.breadcrumb", "ithaca.delivery.leases"),
+            (
+                "ithaca.delivery.gate",
+                "ithaca.delivery.breadcrumb",
+                "ithaca.delivery.sessions.leases",
+            ),
         ),
         ("ithaca.delivery.breadcrumb", ("ithaca.delivery.breadcrumb",)),
     ],

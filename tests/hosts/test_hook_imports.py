@@ -13,7 +13,7 @@ import pytest
 
 import ithaca
 from ithaca import open_project
-from ithaca.hosts.install_claude import hook_command
+from ithaca.hosts.claude.install import hook_command
 
 HEAVY = (
     "pydantic",

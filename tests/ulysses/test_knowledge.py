@@ -14,7 +14,8 @@ import pytest
 from ithaca.app import IthacaProject, init_project
 from ithaca.kernel import doctor, files, journal
 from ithaca.kernel.errors import InvalidInput, NotFound
-from ithaca.ulysses import knowledge, knowledge_schema, lessons
+from ithaca.ulysses import knowledge, lessons
+from ithaca.ulysses import knowledge_tables as knowledge_schema
 from ithaca.ulysses.knowledge import KnowledgeService
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ithaca.delivery.records.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
     from ithaca.delivery.service import DeliveryService
-    from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 
 __all__ = ["DeliveryService", "RECORD_DESCRIPTION", "RECORD_SCHEMA"]
 
@@ -24,7 +24,7 @@ def __getattr__(name: str) -> object:
 
         return DeliveryService
     if name in ("RECORD_DESCRIPTION", "RECORD_SCHEMA"):
-        from ithaca.delivery import tool
+        from ithaca.delivery.records import tool
 
         return getattr(tool, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

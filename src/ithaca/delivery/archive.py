@@ -9,7 +9,7 @@ baseline, gaps in an incident's diagnosis, and a change that says nothing about 
 baseline (``BASELINE_RECONCILIATION_MISSING``, stored ``unreconciled`` so it stays in
 ``needs_attention`` until a ``baseline revise`` lists the change in ``reconciles``).
 
-It is one recoverable unit (``ithaca.delivery.units``): the change folder is moved,
+It is one recoverable unit (``ithaca.delivery.units.recoverable``): the change folder is moved,
 ``delivery/archive.json`` (summary, reconciliation, task outcomes, checkpoint and
 decision digests; no wall-clock time) and the baseline updates are written (copies of
 replaced files kept until the unit is done), then T2 rebinds every registered path
@@ -28,12 +28,23 @@ import os
 import stat
 from typing import Any
 
-from ithaca.delivery import baseline, changes, decisions, diagnosis, documents, layout, registry
+from ithaca.delivery import documents, layout
+from ithaca.delivery.checkpoints import diagnosis
 from ithaca.delivery.contract import Diagnostic, check_request_size, diagnostic, validation_error
 from ithaca.delivery.idempotency import Guard, request_digest
+from ithaca.delivery.records import baseline, changes, decisions
 from ithaca.delivery.schemas import ids
 from ithaca.delivery.schemas.dialect import array, check, obj, text
-from ithaca.delivery.units import Outcome, Plan, Rename, Stale, TrackedWrite, Units, flat
+from ithaca.delivery.units import registry
+from ithaca.delivery.units.recoverable import (
+    Outcome,
+    Plan,
+    Rename,
+    Stale,
+    TrackedWrite,
+    Units,
+    flat,
+)
 from ithaca.kernel import canon, clock, journal
 from ithaca.kernel.errors import Conflict, NotFound
 from ithaca.kernel.project import Project

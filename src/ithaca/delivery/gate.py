@@ -188,7 +188,7 @@ def snapshot_name(host_session_id: str) -> str:
 
 def read_summary(conn: sqlite3.Connection) -> dict[str, Any] | None:
     """The breadcrumb summary (see ``breadcrumb``), or None when there is no active work."""
-    from ithaca.delivery import leases
+    from ithaca.delivery.sessions import leases
 
     recovery_pending = conn.execute(_RECOVERY).fetchone() is not None
     row = conn.execute(_CHANGE).fetchone()
@@ -374,7 +374,7 @@ def _is_acquire(payload: dict[str, Any]) -> bool:
 
 def _renew(ctx: GateContext, conn: sqlite3.Connection, bind: list[str], beat: list[str]) -> None:
     """Bind, then heartbeat, under a savepoint of the dispatcher's transaction."""
-    from ithaca.delivery import leases
+    from ithaca.delivery.sessions import leases
 
     conn.execute("SAVEPOINT delivery_leases")
     try:

@@ -25,21 +25,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.delivery import (
-    archive,
-    checkpoints,
-    context,
-    doctor,
-    record,
-    sessions,
-    sync,
-    sync_import,
-    sync_inspect,
-    sync_publish,
-)
+from ithaca.delivery import archive
+from ithaca.delivery.checkpoints import tool as checkpoints
+from ithaca.delivery.context import tool as context
 from ithaca.delivery.contract import Diagnostic, diagnostic
-from ithaca.delivery.ledger_projection import checkpoint_record_id
-from ithaca.delivery.units import Units
+from ithaca.delivery.doctor import checks as doctor
+from ithaca.delivery.ledger.projection import checkpoint_record_id
+from ithaca.delivery.records import tool_batch as record
+from ithaca.delivery.sessions import tool as sessions
+from ithaca.delivery.sync import importer as sync_import
+from ithaca.delivery.sync import inspect as sync_inspect
+from ithaca.delivery.sync import publish as sync_publish
+from ithaca.delivery.sync import tool as sync
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel.errors import Conflict, IthacaError
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store

@@ -111,7 +111,7 @@ def _compared(
 ) -> tuple[list[dict[str, str]], dict[str, str]]:
     """What differs from the accepted fingerprint ``recorded`` by content (the tracked
     files, the commit's team files, the wiring), and the blobs the commit holds now."""
-    from ithaca.hosts import install_wiring
+    from ithaca.hosts.install import wiring as install_wiring
     from ithaca.kernel import git_head
 
     heads = git_head.blobs(project)
@@ -159,7 +159,7 @@ def _tool_name(payload: dict[str, Any]) -> str | None:
 def check(project: Any, conn: Any) -> list[dict[str, Any]]:
     """The doctor's findings: each lockdown in force, and what differs now from the
     accepted fingerprint (with how to restore it)."""
-    from ithaca.hosts import install_wiring
+    from ithaca.hosts.install import wiring as install_wiring
 
     findings = []
     for held in lockdown.all_active(conn):

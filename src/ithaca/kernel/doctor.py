@@ -34,20 +34,20 @@ from ithaca.kernel.store import Store
 PROVIDERS: tuple[str, ...] = (
     "ithaca.protocols.health:check",
     "ithaca.ulysses.knowledge:check",
-    "ithaca.delivery.doctor:check",
+    "ithaca.delivery.doctor.checks:check",
     "ithaca.hosts.effects:check",
     "ithaca.validators.confine:check",
 )
 
 # Repairs, in order: "module:function" taking (project, conn) and returning what it did.
 REPAIRS: tuple[str, ...] = (
-    "ithaca.delivery.doctor:repair",
+    "ithaca.delivery.doctor.checks:repair",
     "ithaca.ulysses.knowledge:restore_missing_files",
 )
 
 # Rebuilds: "module:function" taking (project, store, quarantined_db_sha256) and
 # returning ``{part, loaded, warnings, notes}``; each loads its part from tracked files.
-REBUILDS: tuple[str, ...] = ("ithaca.delivery.doctor:rebuild",)
+REBUILDS: tuple[str, ...] = ("ithaca.delivery.doctor.checks:rebuild",)
 
 DB_SIDE_FILES = ("", "-wal", "-shm")
 
@@ -428,7 +428,7 @@ def _call(provider: str, project: Any, conn: sqlite3.Connection) -> list[Any]:
 
 
 def _part(provider: str) -> str:
-    """``ithaca.delivery.doctor:check`` → ``delivery``: a provider's check id."""
+    """``ithaca.delivery.doctor.checks:check`` → ``delivery``: a provider's check id."""
     return provider.split(":")[0].split(".")[1]
 
 

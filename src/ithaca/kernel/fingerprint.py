@@ -10,7 +10,7 @@ else is read. When it differs, the *contents* say whether the change matters:
 
 - configuration layers, team rule files (``.ithaca/protocols/*.json``) and install
   manifests are compared by SHA-256 with what was recorded;
-- the host wiring is compared by meaning, by ``ithaca.hosts.install_wiring``: the user's
+- the host wiring is compared by meaning, by ``ithaca.hosts.install.wiring``: the user's
   own edits elsewhere in the hosts' settings files are not changes.
 
 A signature that moved with nothing that matters changed is recorded anew: it is only a

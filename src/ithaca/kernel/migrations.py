@@ -27,18 +27,18 @@ class Migration(namedtuple("Migration", "version name sql_ref")):
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "kernel.initial", "ithaca.kernel.schema:KERNEL_V1"),
-    Migration(2, "protocols.initial", "ithaca.protocols.schema:PROTOCOLS_V1"),
-    Migration(3, "validators.initial", "ithaca.validators.schema:VALIDATORS_V1"),
-    Migration(4, "ulysses.initial", "ithaca.ulysses.schema:ULYSSES_V1"),
-    Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_schema:KNOWLEDGE_V1"),
-    Migration(6, "delivery.initial", "ithaca.delivery.schema:DELIVERY_V1"),
-    Migration(7, "ultragoal.initial", "ithaca.ultragoal.schema:ULTRAGOAL_V1"),
-    Migration(8, "delivery.ledger", "ithaca.delivery.ledger_schema:LEDGER_V1"),
-    Migration(9, "delivery.sessions", "ithaca.delivery.sessions_schema:DELIVERY_SESSIONS_V1"),
+    Migration(1, "kernel.initial", "ithaca.kernel.tables:KERNEL_V1"),
+    Migration(2, "protocols.initial", "ithaca.protocols.tables:PROTOCOLS_V1"),
+    Migration(3, "validators.initial", "ithaca.validators.tables:VALIDATORS_V1"),
+    Migration(4, "ulysses.initial", "ithaca.ulysses.tables:ULYSSES_V1"),
+    Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_tables:KNOWLEDGE_V1"),
+    Migration(6, "delivery.initial", "ithaca.delivery.tables:DELIVERY_V1"),
+    Migration(7, "ultragoal.initial", "ithaca.ultragoal.tables:ULTRAGOAL_V1"),
+    Migration(8, "delivery.ledger", "ithaca.delivery.ledger.tables:LEDGER_V1"),
+    Migration(9, "delivery.sessions", "ithaca.delivery.sessions.tables:DELIVERY_SESSIONS_V1"),
     Migration(10, "kernel.mcp_call_tickets", "ithaca.kernel.mcp_calls:SCHEMA"),
     Migration(11, "kernel.lockdown", "ithaca.kernel.lockdown:SCHEMA"),
-    Migration(12, "ultragoal.review_base", "ithaca.ultragoal.schema:ULTRAGOAL_REVIEW_BASE"),
+    Migration(12, "ultragoal.review_base", "ithaca.ultragoal.tables:ULTRAGOAL_REVIEW_BASE"),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

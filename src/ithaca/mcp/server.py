@@ -35,12 +35,12 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from ithaca import __version__
 from ithaca.app import IthacaProject, open_project
 from ithaca.delivery.archive import ARCHIVE_DESCRIPTION, ARCHIVE_SCHEMA
-from ithaca.delivery.checkpoints import CHECKPOINT_DESCRIPTION, CHECKPOINT_SCHEMA
-from ithaca.delivery.context import CONTEXT_DESCRIPTION, CONTEXT_SCHEMA
-from ithaca.delivery.doctor import DOCTOR_DESCRIPTION, DOCTOR_SCHEMA
-from ithaca.delivery.sessions import SESSION_DESCRIPTION, SESSION_SCHEMA
-from ithaca.delivery.sync import SYNC_DESCRIPTION, SYNC_SCHEMA
-from ithaca.delivery.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
+from ithaca.delivery.checkpoints.tool import CHECKPOINT_DESCRIPTION, CHECKPOINT_SCHEMA
+from ithaca.delivery.context.tool import CONTEXT_DESCRIPTION, CONTEXT_SCHEMA
+from ithaca.delivery.doctor.checks import DOCTOR_DESCRIPTION, DOCTOR_SCHEMA
+from ithaca.delivery.records.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
+from ithaca.delivery.sessions.tool import SESSION_DESCRIPTION, SESSION_SCHEMA
+from ithaca.delivery.sync.tool import SYNC_DESCRIPTION, SYNC_SCHEMA
 from ithaca.kernel.errors import IthacaError, invalid_field
 from ithaca.kernel.store import Store
 from ithaca.mcp import caller, debugging

@@ -37,7 +37,8 @@ from ithaca.kernel.connection import write_transaction
 from ithaca.kernel.errors import IthacaError, NotFound, invalid_field
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import WRITE_PATIENCE_S, Store
-from ithaca.ulysses import knowledge_schema, lessons
+from ithaca.ulysses import knowledge_tables as knowledge_schema
+from ithaca.ulysses import lessons
 
 SEARCH_LIMIT_DEFAULT = 5
 SEARCH_LIMIT_MAX = 20

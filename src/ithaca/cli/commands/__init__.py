@@ -1,0 +1,1 @@
+"""ithaca.cli.commands."""

@@ -1,0 +1,597 @@
+"""``ithaca ultragoal``: the seed's state CLI over the ultragoal service (reference §4–§5).
+
+Each subcommand is one operation with the seed's name and flags, so the skill text runs
+unchanged with ``ithaca ultragoal`` for its script. ``--session`` is accepted on the group
+and on every subcommand. JSON-valued flags take inline JSON or ``-`` for standard input
+(no command reads two); lists such as ``--completion-evidence`` are comma-separated.
+Writes print their result as JSON; reads print text, or JSON with ``--json``.
+
+The budget levers, the review-budget renewal and finding dismissal are the user's: they
+show the session, the objective and the exact effect, then need an interactive terminal
+without a coding agent's environment and the typed session token (the kernel's
+``require_user``). Its refusal reasons map to the reference's codes: ``no_terminal`` →
+``AUTHORITY_USER_ONLY``, ``agent_environment`` → ``AUTHORITY_AGENT_ENVIRONMENT``,
+``confirmation_mismatch`` → ``USER_CONFIRMATION_MISMATCH``. Story confirmations and budget
+raises are the user's when a person runs them at a terminal, otherwise the agent's
+relayed call, which the service allows only where the reference does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from ithaca.cli.opening import opened
+from ithaca.cli.output import console, emit_json, errors_to_exit
+from ithaca.kernel.authority import AGENT_ENVIRONMENT, require_user
+from ithaca.kernel.errors import Refused, invalid_field
+from ithaca.ultragoal.reducer import CLASSES
+from ithaca.ultragoal.service import UltragoalService
+
+USER_ONLY_CODES = {
+    "no_terminal": "AUTHORITY_USER_ONLY",
+    "agent_environment": "AUTHORITY_AGENT_ENVIRONMENT",
+    "confirmation_mismatch": "USER_CONFIRMATION_MISMATCH",
+}
+session_option = click.option(
+    "--session", "session", help="The host session (default: resolved from the environment)."
+)
+read_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group("ultragoal")
+@session_option
+@click.pass_context
+def group(ctx: click.Context, session: str | None) -> None:
+    """Objective pursuit over confirmed stories that never false-completes."""
+    ctx.ensure_object(dict)
+    ctx.obj["ultragoal_session"] = session
+
+
+# --- plumbing ---------------------------------------------------------------------------
+
+
+def _service(ctx: click.Context, as_json: bool = True) -> UltragoalService:
+    project = opened(ctx, as_json)
+    return UltragoalService(project.project, project.store, project.config)
+
+
+def _session(ctx: click.Context, session: str | None) -> str | None:
+    return session if session is not None else ctx.obj.get("ultragoal_session")
+
+
+def _call(
+    ctx: click.Context,
+    operation: str,
+    session: str | None,
+    fields: dict[str, Any],
+    *,
+    actor: str = "agent",
+    as_json: bool = True,
+) -> dict[str, Any]:
+    service = _service(ctx, as_json)
+    arguments = {"operation": operation, **fields}
+    chosen = _session(ctx, session)
+    if chosen is not None:
+        arguments["session"] = chosen
+    with errors_to_exit(as_json):
+        return service.perform(arguments, actor=actor, base_dir=os.getcwd())
+    raise AssertionError("unreachable")  # errors_to_exit exits
+
+
+def _write(ctx: click.Context, operation: str, session: str | None, **fields: Any) -> None:
+    emit_json(_call(ctx, operation, session, _present(fields)))
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _json_value(flag: str, text: str | None) -> Any:
+    if text is None:
+        return None
+    if text == "-":
+        text = sys.stdin.read()
+    with errors_to_exit(True):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise invalid_field(f"/{flag}", "INVALID_JSON", f"--{flag} is not JSON: {exc}") from exc
+
+
+def _list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _at_terminal() -> bool:
+    """Whether a person seems to be running this command (the confirmation decides)."""
+    return (
+        sys.stdin.isatty()
+        and sys.stdout.isatty()
+        and not any(os.environ.get(name) for name in AGENT_ENVIRONMENT)
+    )
+
+
+def _confirm_as_user(ctx: click.Context, session: str | None, action: str, effect: str) -> None:
+    """Show what the user is about to allow, then require their typed confirmation."""
+    status = _call(ctx, "status", session, {}, as_json=False)
+    state = status["state"] or {}
+    session_id = (state.get("ithaca") or {}).get("session_id") or _session(ctx, session) or ""
+    token = session_id[:8] or "ultragoal"
+    out = console()
+    out.print(f"Session:   {session_id or '(none)'}", markup=False)
+    out.print(f"Objective: {state.get('outcome') or '(none)'}", markup=False)
+    out.print(f"Phase:     {status['status']}", markup=False)
+    out.print(f"Effect:    {effect}", markup=False)
+    with errors_to_exit():
+        try:
+            require_user(action, token)
+        except Refused as exc:
+            reason = exc.details.get("reason", "")
+            raise Refused(
+                USER_ONLY_CODES.get(reason, "AUTHORITY_USER_ONLY"),
+                exc.message,
+                {**exc.details, "kernel_code": exc.code},
+            ) from exc
+
+
+def _user_command(
+    ctx: click.Context,
+    operation: str,
+    session: str | None,
+    fields: dict[str, Any],
+    action: str,
+    effect: str,
+) -> None:
+    _confirm_as_user(ctx, session, action, effect)
+    emit_json(_call(ctx, operation, session, _present(fields), actor="user", as_json=False))
+
+
+# --- reads ------------------------------------------------------------------------------
+
+
+@group.command("get")
+@session_option
+@read_json_option
+@click.pass_context
+def get_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
+    """The active pursuit's state, or null."""
+    emit_json(_call(ctx, "get", session, {}, as_json=as_json)["state"])
+
+
+@group.command("status")
+@session_option
+@read_json_option
+@click.pass_context
+def status_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
+    """The phase token (or absent); --json for everything a gate reads."""
+    answer = _call(ctx, "status", session, {}, as_json=as_json)
+    if as_json:
+        emit_json(answer)
+    else:
+        click.echo(answer["status"])
+
+
+@group.command("get-review-result")
+@session_option
+@read_json_option
+@click.pass_context
+def get_review_result_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
+    """The code-review result the reducer derives from the current artifact."""
+    emit_json(_call(ctx, "get_review_result", session, {}, as_json=as_json))
+
+
+@group.command("serialize-review-context")
+@session_option
+@read_json_option
+@click.pass_context
+def serialize_review_context_command(
+    ctx: click.Context, session: str | None, as_json: bool
+) -> None:
+    """The five fields the reviewer receives."""
+    emit_json(_call(ctx, "serialize_review_context", session, {}, as_json=as_json))
+
+
+@group.command("serialize-requirements")
+@session_option
+@read_json_option
+@click.pass_context
+def serialize_requirements_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
+    """One requirement line per confirmed story."""
+    text = _call(ctx, "serialize_requirements", session, {}, as_json=as_json)["requirements"]
+    if as_json:
+        emit_json(text)
+    elif text:
+        click.echo(text)
+
+
+@group.command("list-others")
+@session_option
+@read_json_option
+@click.pass_context
+def list_others_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
+    """Other sessions' live pursuits, to continue one with adopt."""
+    others = _call(ctx, "list_others", session, {}, as_json=as_json)["others"]
+    if as_json:
+        emit_json(others)
+        return
+    for other in others:
+        click.echo(
+            f"{other['short']}\t{other['sid']}\t{other['purpose']}\t{other['started_at']}"
+            f"\t{other['idle_seconds']}s"
+        )
+
+
+# --- planning and stories ---------------------------------------------------------------
+
+
+@group.command("set")
+@session_option
+@click.option("--phase", required=True, help="planning or pursuing.")
+@click.option("--outcome")
+@click.option("--verification-surface")
+@click.option("--constraints")
+@click.option("--boundaries")
+@click.option("--non-goals", help="'- <non-goal> | decider: <who>' lines.")
+@click.option("--max-iterations", type=click.IntRange(min=1))
+@click.option("--max-wall-minutes", type=click.IntRange(min=1))
+@click.option("--blocked-stop")
+@click.option("--plan-path")
+@click.option("--resume-summary")
+@click.option("--completion-evidence", metavar="P1,P2", help="Evidence paths (pursuing).")
+@click.option("--codex-goal-objective", metavar="TEXT|-", help="'-' reads standard input.")
+@click.pass_context
+def set_command(ctx: click.Context, session: str | None, **flags: Any) -> None:
+    """Seed or advance the phase, carrying the slot values."""
+    fields = _present(flags)
+    if "completion_evidence" in fields:
+        fields["completion_evidence"] = _list(fields["completion_evidence"])
+    if fields.get("codex_goal_objective") == "-":
+        text = sys.stdin.read()
+        fields["codex_goal_objective"] = text[:-1] if text.endswith("\n") else text
+    raises_budget = "max_iterations" in fields or "max_wall_minutes" in fields
+    if raises_budget and _at_terminal():
+        _user_command(
+            ctx, "set", session, fields, "change the pursuit's budget", _budget_effect(fields)
+        )
+        return
+    emit_json(_call(ctx, "set", session, fields))
+
+
+@group.command("set-stories")
+@session_option
+@click.option("--json", "stories", metavar="JSON|-", help="The story array.")
+@click.option("--single", is_flag=True, help="Derive and confirm the one story.")
+@click.pass_context
+def set_stories_command(
+    ctx: click.Context, session: str | None, stories: str | None, single: bool
+) -> None:
+    """Replace the story set (planning)."""
+    value = _json_value("json", stories)
+    _write(ctx, "set_stories", session, stories=value, single=single or None)
+
+
+@group.command("reorder-stories")
+@session_option
+@click.option("--order", required=True, metavar="ID1,ID2")
+@click.pass_context
+def reorder_stories_command(ctx: click.Context, session: str | None, order: str) -> None:
+    """Reorder the stories to an exact permutation of their ids (planning)."""
+    _write(ctx, "reorder_stories", session, order=[part.strip() for part in order.split(",")])
+
+
+def _confirm(ctx: click.Context, operation: str, session: str | None, **fields: Any) -> None:
+    if _at_terminal():
+        _user_command(ctx, operation, session, fields, "confirm stories", "confirm the stories")
+    else:
+        _write(ctx, operation, session, **fields)
+
+
+@group.command("confirm-story")
+@session_option
+@click.argument("story_id")
+@click.pass_context
+def confirm_story_command(ctx: click.Context, session: str | None, story_id: str) -> None:
+    """Approve one story."""
+    _confirm(ctx, "confirm_story", session, id=story_id)
+
+
+@group.command("confirm-all-stories")
+@session_option
+@click.pass_context
+def confirm_all_stories_command(ctx: click.Context, session: str | None) -> None:
+    """Approve every unconfirmed story in one step."""
+    _confirm(ctx, "confirm_all_stories", session)
+
+
+_evidence_text = click.option("--evidence", help="What shows the story set must change.")
+_rationale = click.option("--rationale", help="Why this change.")
+
+
+@group.command("add-story")
+@session_option
+@click.option("--json", "story", required=True, metavar="JSON|-")
+@_evidence_text
+@_rationale
+@click.pass_context
+def add_story_command(
+    ctx: click.Context, session: str | None, story: str, evidence: str, rationale: str
+) -> None:
+    """Append a story (unconfirmed)."""
+    value = _json_value("json", story)
+    _write(ctx, "add_story", session, story=value, evidence=evidence, rationale=rationale)
+
+
+@group.command("revise-story")
+@session_option
+@click.argument("story_id")
+@click.option("--json", "patch", required=True, metavar="JSON|-")
+@_evidence_text
+@_rationale
+@click.pass_context
+def revise_story_command(
+    ctx: click.Context,
+    session: str | None,
+    story_id: str,
+    patch: str,
+    evidence: str,
+    rationale: str,
+) -> None:
+    """Patch a story; it returns to unconfirmed."""
+    value = _json_value("json", patch)
+    _write(
+        ctx,
+        "revise_story",
+        session,
+        id=story_id,
+        patch=value,
+        evidence=evidence,
+        rationale=rationale,
+    )
+
+
+@group.command("retire-story")
+@session_option
+@click.argument("story_id")
+@_evidence_text
+@_rationale
+@click.pass_context
+def retire_story_command(
+    ctx: click.Context, session: str | None, story_id: str, evidence: str, rationale: str
+) -> None:
+    """Retire a story."""
+    _write(ctx, "retire_story", session, id=story_id, evidence=evidence, rationale=rationale)
+
+
+@group.command("split-story")
+@session_option
+@click.argument("story_id")
+@click.option("--json", "replacements", required=True, metavar="JSON|-")
+@_evidence_text
+@_rationale
+@click.pass_context
+def split_story_command(
+    ctx: click.Context,
+    session: str | None,
+    story_id: str,
+    replacements: str,
+    evidence: str,
+    rationale: str,
+) -> None:
+    """Retire a story in favour of two or more replacements."""
+    value = _json_value("json", replacements)
+    _write(
+        ctx,
+        "split_story",
+        session,
+        id=story_id,
+        replacements=value,
+        evidence=evidence,
+        rationale=rationale,
+    )
+
+
+@group.command("run-story-validator")
+@session_option
+@click.argument("story_id")
+@click.option("--observed", metavar="JSON|-")
+@click.pass_context
+def run_story_validator_command(
+    ctx: click.Context, session: str | None, story_id: str, observed: str | None
+) -> None:
+    """Run a story's bound validator on OBSERVED (default null)."""
+    fields: dict[str, Any] = {"id": story_id}
+    if observed is not None:
+        fields["observed"] = _json_value("observed", observed)
+    emit_json(_call(ctx, "run_story_validator", session, fields))
+
+
+# --- objective lane and completion ------------------------------------------------------
+
+
+@group.command("record-story-verdict")
+@session_option
+@click.option("--json", "verdict", required=True, metavar="JSON|-")
+@click.pass_context
+def record_story_verdict_command(ctx: click.Context, session: str | None, verdict: str) -> None:
+    """Record {id, verdict, evidence_refs, verifier} for a story."""
+    value = _json_value("json", verdict)
+    with errors_to_exit(True):
+        if not isinstance(value, dict):
+            raise invalid_field("/json", "WRONG_TYPE", "--json must be a JSON object")
+        for reserved in ("operation", "session"):
+            if reserved in value:
+                raise invalid_field(f"/{reserved}", "UNKNOWN_FIELD", f"{reserved} is not a field")
+    emit_json(_call(ctx, "record_story_verdict", session, value))
+
+
+@group.command("set-verdict")
+@session_option
+@click.option(
+    "--verdict",
+    required=True,
+    type=click.Choice(["APPROVE", "REQUEST_CHANGES", "COMMENT", "absent"]),
+)
+@click.pass_context
+def set_verdict_command(ctx: click.Context, session: str | None, verdict: str) -> None:
+    """Write objective_verdict (from planning, first enters pursuit)."""
+    _write(ctx, "set_verdict", session, verdict=verdict)
+
+
+@group.command("request-complete")
+@session_option
+@click.option("--codex-goal-json", metavar="-|JSON|PATH", help="A get_goal snapshot.")
+@click.pass_context
+def request_complete_command(
+    ctx: click.Context, session: str | None, codex_goal_json: str | None
+) -> None:
+    """The only path to complete: every gate is checked."""
+    snapshot = codex_goal_json
+    if snapshot == "-":
+        snapshot = sys.stdin.read()
+    _write(ctx, "request_complete", session, codex_goal_json=snapshot)
+
+
+@group.command("set-blocked")
+@session_option
+@click.option("--reason", required=True)
+@click.pass_context
+def set_blocked_command(ctx: click.Context, session: str | None, reason: str) -> None:
+    """Report a real blocker (stops the loop; the user resumes)."""
+    _write(ctx, "set_blocked", session, reason=reason)
+
+
+@group.command("adopt")
+@session_option
+@click.option("--src", required=True, help="The session whose pursuit to continue.")
+@click.pass_context
+def adopt_command(ctx: click.Context, session: str | None, src: str) -> None:
+    """Continue another session's live pursuit (the user's explicit choice)."""
+    _write(ctx, "adopt", session, src=src)
+
+
+# --- review lane ------------------------------------------------------------------------
+
+
+@group.command("claim-review-dispatch")
+@session_option
+@click.pass_context
+def claim_review_dispatch_command(ctx: click.Context, session: str | None) -> None:
+    """Hook only: the PreToolUse hook claims dispatches in-process."""
+    _write(ctx, "claim_review_dispatch", session)
+
+
+@group.command("review-ticket")
+@session_option
+@click.pass_context
+def review_ticket_command(ctx: click.Context, session: str | None) -> None:
+    """Reviewer: take the nonce of the oldest claimed dispatch."""
+    _write(ctx, "review_ticket", session)
+
+
+@group.command("submit-review")
+@session_option
+@click.option("--nonce", required=True)
+@click.option("--json", "artifact", required=True, metavar="JSON|-")
+@click.pass_context
+def submit_review_command(
+    ctx: click.Context, session: str | None, nonce: str, artifact: str
+) -> None:
+    """Reviewer: store the review artifact under a claimed dispatch."""
+    value = _json_value("json", artifact)
+    _write(ctx, "submit_review", session, nonce=nonce, artifact=value)
+
+
+@group.command("record-comment-resolution")
+@session_option
+@click.option("--artifact-sha256", required=True)
+@click.option("--evidence", required=True, metavar="P1,P2")
+@click.pass_context
+def record_comment_resolution_command(
+    ctx: click.Context, session: str | None, artifact_sha256: str, evidence: str
+) -> None:
+    """Bind hash-checked evidence to the MEDIUM repairs of a COMMENT review."""
+    _write(
+        ctx,
+        "record_comment_resolution",
+        session,
+        artifact_sha256=artifact_sha256,
+        evidence=_list(evidence),
+    )
+
+
+# --- the user's levers ------------------------------------------------------------------
+
+
+@group.command("approve-review-dispatch-renewal")
+@session_option
+@click.pass_context
+def approve_review_dispatch_renewal_command(ctx: click.Context, session: str | None) -> None:
+    """★ Add 5 review dispatches (the user's)."""
+    _user_command(
+        ctx,
+        "approve_review_dispatch_renewal",
+        session,
+        {},
+        "renew the review-dispatch budget",
+        "add exactly 5 to the review-dispatch cap and approve the current artifact's hash",
+    )
+
+
+@group.command("dismiss-review-finding")
+@session_option
+@click.option("--ref", required=True, metavar="FILE:LINE")
+@click.option("--class", "finding_class", required=True, type=click.Choice(CLASSES))
+@click.option("--rationale", required=True)
+@click.pass_context
+def dismiss_review_finding_command(
+    ctx: click.Context, session: str | None, ref: str, finding_class: str, rationale: str
+) -> None:
+    """★ Remove one wrong admitted finding from the completion gate (the user's)."""
+    _user_command(
+        ctx,
+        "dismiss_review_finding",
+        session,
+        {"ref": ref, "class": finding_class, "rationale": rationale},
+        "dismiss a review finding",
+        f"dismiss the {finding_class} finding at {ref} for the current review artifact",
+    )
+
+
+@group.command("resume-pursuit")
+@session_option
+@click.option("--max-iterations", type=click.IntRange(min=1))
+@click.option("--max-wall-minutes", type=click.IntRange(min=1))
+@click.pass_context
+def resume_pursuit_command(ctx: click.Context, session: str | None, **budgets: Any) -> None:
+    """★ Resume a budget-limited pursuit (the user's)."""
+    fields = _present(budgets)
+    effect = "set the pursuit pursuing again with iteration 0" + (
+        f"; {_budget_effect(fields)}" if fields else ""
+    )
+    _user_command(ctx, "resume_pursuit", session, fields, "resume the pursuit", effect)
+
+
+@group.command("set-budget-limited")
+@session_option
+@click.pass_context
+def set_budget_limited_command(ctx: click.Context, session: str | None) -> None:
+    """★ Pause the pursuit as budget_limited (the user's; the Stop gate does it too)."""
+    _user_command(
+        ctx, "set_budget_limited", session, {}, "pause the pursuit", "pause it as budget_limited"
+    )
+
+
+def _budget_effect(fields: dict[str, Any]) -> str:
+    parts = [
+        f"{name.replace('_', ' ')} = {fields[name]}"
+        for name in ("max_iterations", "max_wall_minutes")
+        if name in fields
+    ]
+    return "set " + ", ".join(parts) if parts else "change the pursuit's slots"

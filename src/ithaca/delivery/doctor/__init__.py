@@ -1,0 +1,1 @@
+"""ithaca.delivery.doctor.checks."""

@@ -1,0 +1,1 @@
+"""ithaca.delivery.run_plan.dispatcher."""

@@ -1,0 +1,123 @@
+"""``sync inspect``: where the ledger file, the base and the database stand (§8.2).
+
+Read-only: no import, no write, no journal event. A file that cannot be trusted is an
+answer here (``corrupt``, with the error's code as a diagnostic), not an error, because
+inspecting is how one finds out what to do about it.
+
+``status`` is ``current`` (file, base and database agree), ``ahead`` (the file is the
+base, the database has unpublished edits), ``behind`` (the file descends from the base:
+import), ``rewound`` (the base descends from the file: a branch switched back),
+``diverged`` (neither), ``conflicted`` (the file holds a merge driver's conflicts, or
+importing would conflict), ``missing``, ``migration_required`` or ``corrupt``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ithaca.delivery.contract import Diagnostic, diagnostic
+from ithaca.delivery.ledger import base as ledger_base
+from ithaca.delivery.ledger import driver_setup as sync_install
+from ithaca.delivery.ledger import projection as ledger_projection
+from ithaca.delivery.ledger.format import SCHEMA_VERSION, parse, schema_version_of
+from ithaca.delivery.ledger.merge import three_way
+from ithaca.delivery.sync.incoming import LISTED, check_project, read_file, relation
+from ithaca.kernel.errors import IthacaError
+from ithaca.kernel.project import Project
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+
+def inspect(conn: sqlite3.Connection, project: Project) -> dict[str, Any]:
+    base = ledger_base.load(conn)
+    ours = ledger_projection.project(conn)
+    base_digests = {} if base is None else base.digests()
+    local = sum(
+        1
+        for key in set(base_digests) | set(ours.records)
+        if base_digests.get(key) != _digest(ours.records.get(key))
+    )
+    answer: dict[str, Any] = {
+        "status": "missing",
+        "file_state_digest": None,
+        "base_state_digest": None if base is None else base.state_digest,
+        "local_unpublished": local,
+        "incoming": 0,
+        "conflicts": [],
+        "merge_driver_registered": sync_install.registered(project),
+        "journal_seq": None,
+    }
+    diagnostics: list[Diagnostic] = []
+    if not answer["merge_driver_registered"]:
+        diagnostics.append(
+            diagnostic(
+                "MERGE_DRIVER_MISSING",
+                "warning",
+                "Git would merge the ledger line by line; run `ithaca sync install-driver`",
+            )
+        )
+    found = read_file(project.state_root)
+    answer["diagnostics"] = diagnostics
+    if found.data is None:
+        return answer
+    version = schema_version_of(found.data)
+    if isinstance(version, int) and version < SCHEMA_VERSION:
+        answer["status"] = "migration_required"
+        return answer
+    if isinstance(version, int) and version > SCHEMA_VERSION:  # no migrate can read it
+        answer["status"] = "corrupt"
+        diagnostics.append(
+            diagnostic(
+                "LEDGER_SCHEMA_TOO_NEW",
+                "needs_attention",
+                f"the ledger has schema_version {version}; this Ithaca reads"
+                f" {SCHEMA_VERSION}: upgrade Ithaca",
+            )
+        )
+        return answer
+    try:
+        theirs = parse(found.data)
+        check_project(base, theirs)
+    except IthacaError as exc:
+        answer["status"] = "corrupt"
+        diagnostics.append(diagnostic(exc.code, "needs_attention", exc.message))
+        return answer
+    answer["file_state_digest"] = theirs.state_digest
+    answer["incoming"] = sum(
+        1
+        for key in set(base_digests) | set(theirs.index)
+        if base_digests.get(key) != _digest(theirs.index.get(key))
+    )
+    merge = three_way(base_digests, ours.records, theirs.index, frozen=ours.running)
+    conflicts = [
+        {
+            "type": left.type,
+            "id": left.id,
+            "base_digest": left.base_digest,
+            "ours_digest": _digest(left.ours),
+            "theirs_digest": _digest(left.theirs),
+            "reason": "merge_driver",
+        }
+        for left in theirs.conflicts
+    ] + [clash.as_dict() for clash in merge.clashes]
+    answer["conflicts"] = conflicts[:LISTED]
+    if conflicts:
+        answer["status"] = "conflicted"
+    else:
+        name = relation(base, theirs)
+        answer["status"] = "ahead" if name == "current" and local else name
+    if answer["incoming"] and not conflicts:
+        diagnostics.append(
+            diagnostic(
+                "LEDGER_IMPORT_PENDING",
+                "info",
+                f"{answer['incoming']} record(s) of the ledger are not imported yet",
+            )
+        )
+    return answer
+
+
+def _digest(found: Any) -> str | None:
+    return None if found is None else found.digest

@@ -1,0 +1,1 @@
+"""ithaca.hosts.codex.adapter."""
