@@ -58,10 +58,10 @@ def fill(service: Any) -> None:
         }
         entries.append(entry("decision", "accept", decision, f"d-{number}"))
     for number in range(TASKS):
-        change = number % CHANGES
+        change_number = number % CHANGES
         task = {
             "id": f"T-{number}",
-            "change_id": f"change-{change:03d}",
+            "change_id": f"change-{change_number:03d}",
             "title": f"Task {number}",
             "verification": {"argv": ["pytest", "-q"]},
             "files_modified": [f"src/module_{number}.py"],

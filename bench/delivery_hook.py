@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import new_project, parser, percentile, scratch, verdict
 
@@ -69,7 +70,7 @@ def _prepare(root: Path) -> bytes:
     project = new_project(root)
     keys = iter(range(1_000_000))
 
-    def record(kind: str, action: str, data: dict) -> None:
+    def record(kind: str, action: str, data: dict[str, Any]) -> None:
         entry = {"kind": kind, "action": action, "data": data, "idempotency_key": f"b-{next(keys)}"}
         project.delivery.record({"entries": [entry]})
 
@@ -116,7 +117,7 @@ def _prepare(root: Path) -> bytes:
 
 def _installed(event: str) -> list[str]:
     """The hook command ``ithaca install claude`` writes for ``event``, as argv."""
-    from ithaca.hosts.claude.install import hook_command
+    from ithaca.hosts.claude.installer import hook_command
 
     return ["/bin/sh", "-c", hook_command(event)]
 

@@ -125,7 +125,7 @@ def main() -> int:
 
 def _installed(event: str) -> list[str]:
     """The hook command ``ithaca install claude`` writes for ``event``, as argv."""
-    from ithaca.hosts.claude.install import hook_command
+    from ithaca.hosts.claude.installer import hook_command
 
     return ["/bin/sh", "-c", hook_command(event)]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import BIN, new_project, parser, percentile, scratch, verdict
-from ithaca.hosts.claude.install import hook_command
+from ithaca.hosts.claude.installer import hook_command
 from ithaca.ultragoal.service import UltragoalService
 
 HOOK_TARGET = 2.0
@@ -108,7 +108,7 @@ def _pursuing(project: Any, project_dir: Path) -> UltragoalService:
 
 def _hooks(service: UltragoalService, project_dir: Path, runs: int) -> None:
     base = {"session_id": SESSION, "cwd": str(project_dir), "transcript_path": "/dev/null"}
-    payloads = {
+    payloads: dict[str, dict[str, Any]] = {
         "Stop": {**base, "hook_event_name": "Stop", "stop_hook_active": True},
         "PreToolUse Bash": {
             **base,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import new_project, parser, percentile, scratch, verdict
-from ithaca.hosts.claude.install import hook_command
+from ithaca.hosts.claude.installer import hook_command
 from ithaca.kernel import journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.validators import bindings, snapshot

@@ -20,11 +20,12 @@ def accept(root: Path, env: dict[str, str] | None = None) -> None:
     """Accept the protected files of the project at ``root`` as they are now, as seen with
     the user settings folders of ``env`` (a host's environment) when given."""
     with pytest.MonkeyPatch.context() as patch:
-        for name in ("HOME", "ITHACA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR") if env else ():
-            if name in env:
-                patch.setenv(name, env[name])
-            else:
-                patch.delenv(name, raising=False)
+        if env:
+            for name in ("HOME", "ITHACA_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
+                if name in env:
+                    patch.setenv(name, env[name])
+                else:
+                    patch.delenv(name, raising=False)
         project = find_project(root)
         assert project is not None, f"no Ithaca project at {root}"
         lockdown.accept(project, reason="the test's own set-up")

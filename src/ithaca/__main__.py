@@ -1,5 +1,5 @@
 """``python -m ithaca``: the same CLI as the ``ithaca`` console script."""
 
-from ithaca.cli.main import main
+from ithaca.cli.entry import main
 
 main()

@@ -10,23 +10,27 @@ never migrate.
 from __future__ import annotations
 
 import os
-import subprocess
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ithaca.kernel import (
+    IGNORE_LINE,
+    NotFound,
+    Project,
+    Refused,
+    Store,
+    find_project,
+    planned_project,
+)
 from ithaca.kernel import config as config_loader
-from ithaca.kernel.errors import NotFound, Refused
-from ithaca.kernel.project import IGNORE_LINE, Project, find_project, git_top, planned_project
-from ithaca.kernel.store import Store
 
 if TYPE_CHECKING:
-    from ithaca.delivery.service import DeliveryService
-    from ithaca.protocols.service import ProtocolsService
-    from ithaca.ultragoal.service import UltragoalService
-    from ithaca.ulysses.knowledge import KnowledgeService
-    from ithaca.ulysses.service import UlyssesService
-    from ithaca.validators.notebooks import NotebookService
+    from ithaca.delivery import DeliveryService
+    from ithaca.protocols import ProtocolsService
+    from ithaca.ultragoal import UltragoalService
+    from ithaca.ulysses import KnowledgeService, UlyssesService
+    from ithaca.validators import NotebookService
 
 
 class IthacaProject:
@@ -39,38 +43,38 @@ class IthacaProject:
 
     @cached_property
     def protocols(self) -> ProtocolsService:
-        from ithaca.protocols.service import ProtocolsService
+        from ithaca.protocols import ProtocolsService
 
         return ProtocolsService(self.project, self.store, self.config)
 
     @cached_property
     def notebooks(self) -> NotebookService:
-        from ithaca.validators.notebooks import NotebookService
+        from ithaca.validators import NotebookService
 
         return NotebookService(self.project, self.store, self.config)
 
     @cached_property
     def ulysses(self) -> UlyssesService:
-        from ithaca.ulysses.service import UlyssesService
+        from ithaca.ulysses import UlyssesService
 
         return UlyssesService(self.project, self.store, self.config)
 
     @cached_property
     def delivery(self) -> DeliveryService:
         """Opening it finishes or rolls back what a crashed writer left half done."""
-        from ithaca.delivery.service import DeliveryService
+        from ithaca.delivery import DeliveryService
 
         return DeliveryService(self.project, self.store, self.config)
 
     @cached_property
     def ultragoal(self) -> UltragoalService:
-        from ithaca.ultragoal.service import UltragoalService
+        from ithaca.ultragoal import UltragoalService
 
         return UltragoalService(self.project, self.store, self.config)
 
     @cached_property
     def knowledge(self) -> KnowledgeService:
-        from ithaca.ulysses.knowledge import KnowledgeService
+        from ithaca.ulysses import KnowledgeService
 
         return KnowledgeService(self.project, self.store, self.config)
 
@@ -121,13 +125,7 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
     if not existed:
         made.append(_relative(project.db_path, project.root))
     opened.protocols.reconcile()
-    from ithaca.delivery.templates import ship
-
-    made.extend(
-        _relative(os.path.join(project.state_root, path), project.root)
-        for path in ship(opened.delivery.units)
-    )
-    made.extend(_team_ledger(opened))
+    made.extend(opened.delivery.set_up())
     from ithaca.kernel import clock, lockdown
 
     with opened.store.write() as conn:
@@ -136,33 +134,6 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
                 conn, project, actor="user", reason="ithaca init", at=clock.now()
             )
     return opened, made
-
-
-def _team_ledger(opened: IthacaProject) -> list[str]:
-    """In a Git repository: register the ledger's merge driver (skipped quietly when Git
-    cannot) and publish the team ledger — generation 0 with a new project id, or, in a
-    fresh clone, the checked-out ledger imported. Returns what changed."""
-    from ithaca.delivery.ledger import driver_setup as sync_install
-    from ithaca.delivery.ledger.format import LEDGER_PATH
-    from ithaca.delivery.sync import publish as sync_publish
-
-    project = opened.project
-    top = git_top(project.root)
-    if top is None:
-        return []
-    made = []
-    state_root = os.path.realpath(project.state_root)
-    if state_root.startswith(os.path.realpath(top) + os.sep):
-        try:
-            made.extend(sync_install.register(project))
-        except (Refused, OSError, subprocess.SubprocessError):
-            pass  # no usable Git: `ithaca sync install-driver` registers it later
-    ledger = os.path.join(project.state_root, LEDGER_PATH)
-    existed = os.path.exists(ledger)
-    sync_publish.auto_publish(project, opened.store, opened.delivery.units)
-    if not existed and os.path.exists(ledger):
-        made.append(_relative(ledger, project.root))
-    return made
 
 
 def _ensure_ignored(project: Project) -> bool:
@@ -178,7 +149,7 @@ def _ensure_ignored(project: Project) -> bool:
         if candidate.is_file() and line in candidate.read_text(encoding="utf-8").splitlines():
             return False
     target = gitignore if gitignore.is_file() or not exclude.parent.is_dir() else exclude
-    from ithaca.kernel.files import write_atomic
+    from ithaca.kernel import write_atomic
 
     existing = target.read_text(encoding="utf-8") if target.is_file() else ""
     if existing and not existing.endswith("\n"):

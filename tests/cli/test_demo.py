@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_the_demo_plays_to_the_end():
     ithaca = Path(sys.executable).parent / "ithaca"
@@ -14,7 +16,9 @@ def test_the_demo_plays_to_the_end():
     assert done.stdout.rstrip().endswith("Demo complete: every step behaved as Ithaca promises.")
 
 
-def test_a_scene_that_fails_inside_an_mcp_client_says_so_without_a_traceback(monkeypatch):
+def test_a_scene_that_fails_inside_an_mcp_client_says_so_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from ithaca import demo
     from ithaca.demo import protocols_turn
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from ithaca.cli.main import cli
-from ithaca.hosts.codex.install import DEGRADED
+from ithaca.cli.entry import cli
+from ithaca.hosts.codex.installer import DEGRADED
 
 CODEX_FIXTURES = Path(__file__).parents[1] / "hosts" / "fixtures" / "codex"
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from ithaca import open_project
 from ithaca.cli.commands.knowledge import group
-from ithaca.ulysses import knowledge
+from ithaca.ulysses import lesson_recording
 
 CLOSED: dict[str, Any] = {
     "session_id": "uly_1",
@@ -34,8 +34,8 @@ def lesson(project_dir: Path) -> dict[str, Any]:
     opened = open_project(project_dir)
     try:
         with opened.store.write() as conn:
-            recorded = knowledge.record_lesson(conn, opened.project, CLOSED)
-        assert knowledge.write_lesson_file(opened.project, recorded) == []
+            recorded = lesson_recording.record_lesson(conn, opened.project, CLOSED)
+        assert lesson_recording.write_lesson_file(opened.project, recorded) == []
     finally:
         opened.close()
     return recorded

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from ithaca.cli.main import cli
+from ithaca.cli.entry import cli
 from ithaca.kernel.migrations import MIGRATIONS
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +147,7 @@ def test_rollback_without_a_terminal_is_refused(repo: Path, project: IthacaProje
 
 
 @pytest.fixture
-def on_terminal(type_ahead: Any) -> Any:
+def on_terminal(type_ahead: Callable[..., tuple[int, str]]) -> Any:
     """``run(repo, typed, *args)``: ``ithaca ulysses ARGS`` on a pseudo-terminal."""
 
     def run(repo: Path, typed: str, *args: str) -> tuple[int, str]:

@@ -65,11 +65,14 @@ def journal_count(project: IthacaProject, kind_prefix: str = "") -> int:
 
 
 @pytest.fixture
-def count_events(project: IthacaProject) -> Callable[[str], int]:
+def count_events(project: IthacaProject) -> Callable[..., int]:
+    """``count_events(kind_prefix="")``: how many journal events have a kind so prefixed."""
     return lambda prefix="": journal_count(project, prefix)
 
 
-def open_change(record: Record, change_id: str = "add-login", kind: str = "standard", **data: Any):
+def open_change(
+    record: Record, change_id: str = "add-login", kind: str = "standard", **data: Any
+) -> dict[str, Any]:
     """Open a change with a complete enough contract."""
     body = {
         "id": change_id,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ithaca.app import IthacaProject
-from ithaca.delivery.archive import ARCHIVE_SCHEMA, archive
+from ithaca.delivery.archive import ARCHIVE_SCHEMA, archive_change
 from ithaca.delivery.records import decisions
 from ithaca.delivery.service import DeliveryService
 from ithaca.delivery.units import recoverable as units
@@ -68,7 +68,7 @@ def change(new_change: Any, record: Any) -> None:
 
 def run(project: IthacaProject, payload: dict[str, Any], key: str = "arch-1") -> dict[str, Any]:
     request = {"change_id": "add-login", "payload": payload, "idempotency_key": key}
-    return archive(project.project, project.store, project.config, request)
+    return archive_change(project.project, project.store, project.config, request)
 
 
 def codes(answer: dict[str, Any]) -> dict[str, str]:
@@ -284,7 +284,7 @@ CHILD = textwrap.dedent(
     import os, sys
     from ithaca.app import open_project
     from ithaca.delivery.units import recoverable as units
-    from ithaca.delivery.archive import archive
+    from ithaca.delivery.archive import archive_change
     from ithaca.kernel import clock
 
     clock.now = lambda: "2030-01-02T10:00:00.000Z"
@@ -301,7 +301,7 @@ CHILD = textwrap.dedent(
     else:
         units.Units._finish = lambda self, intent: os._exit(7)
     project = open_project(sys.argv[1])
-    archive(project.project, project.store, project.config, {
+    archive_change(project.project, project.store, project.config, {
         "change_id": "add-login", "idempotency_key": "arch-1",
         "payload": {"summary": "Done.", "baseline_updates": [
             {"target": "specs/auth.md", "source": "research/auth.md"}]}})
@@ -354,5 +354,5 @@ def test_a_killed_archive_after_its_commit_is_finished_on_next_open(
 def test_errors_keep_their_class(change: None, project: IthacaProject) -> None:
     request = {"change_id": "nope", "payload": {"summary": "x"}, "idempotency_key": "k"}
     with pytest.raises(IthacaError) as missing:
-        archive(project.project, project.store, project.config, request)
+        archive_change(project.project, project.store, project.config, request)
     assert missing.value.code == "CHANGE_NOT_FOUND"

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.accepted import accept
@@ -23,7 +24,6 @@ from ithaca.delivery.breadcrumb import MAX_BYTES, POINTER
 from ithaca.delivery.sessions import leases
 from ithaca.delivery.sessions.tool import session
 from ithaca.hosts import dispatch
-from ithaca.hosts import gates as registry
 
 HOST_SESSION = "sess-1"
 
@@ -34,15 +34,11 @@ def relaxed(project_dir: Path) -> None:
     accept(project_dir)
 
 
-def test_the_dispatcher_consults_the_delivery_gate_for_its_events() -> None:
-    assert ("ithaca.delivery.gate", gate.EVENTS) in registry.GATES
-
-
 def db(root: Path) -> sqlite3.Connection:
     return sqlite3.connect(root / ".ithaca" / ".runtime" / "state.db", isolation_level=None)
 
 
-def hook(root: Path, event: str, **fields: object) -> dict:
+def hook(root: Path, event: str, **fields: object) -> dict[str, Any]:
     payload = {"session_id": HOST_SESSION, "cwd": str(root), "hook_event_name": event, **fields}
     out, code = dispatch.run("claude", event, json.dumps(payload))
     assert code == 0
@@ -51,10 +47,11 @@ def hook(root: Path, event: str, **fields: object) -> dict:
 
 def session_start(root: Path, source: str = "startup") -> str | None:
     answer = hook(root, "SessionStart", source=source)
-    return answer.get("hookSpecificOutput", {}).get("additionalContext")
+    context: str | None = answer.get("hookSpecificOutput", {}).get("additionalContext")
+    return context
 
 
-def pre_tool_use(root: Path, tool: str, tool_input: dict) -> tuple[str, str]:
+def pre_tool_use(root: Path, tool: str, tool_input: dict[str, Any]) -> tuple[str, str]:
     answer = hook(root, "PreToolUse", tool_name=tool, tool_input=tool_input)
     specific = answer.get("hookSpecificOutput", {})
     reason = specific.get("permissionDecisionReason")
@@ -84,7 +81,9 @@ def add_checkpoint(root: Path, stage: str, status: str, revision: int | None, at
         )
 
 
-def decide(record, question: str, *, defer: bool = False, scope: dict | None = None) -> None:
+def decide(
+    record, question: str, *, defer: bool = False, scope: dict[str, Any] | None = None
+) -> None:
     data = {
         "scope": scope or {"change_id": "add-login"},
         "question": question,
@@ -249,7 +248,7 @@ MANAGED = [
 ]
 
 
-def edit_calls(path: str) -> list[tuple[str, dict]]:
+def edit_calls(path: str) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}),
         ("Write", {"file_path": path, "content": "x"}),
@@ -341,7 +340,9 @@ def clock(monkeypatch: pytest.MonkeyPatch):
     return move
 
 
-def acquire_task(project, host: str | None = HOST_SESSION, worktree: str = "none") -> dict:
+def acquire_task(
+    project, host: str | None = HOST_SESSION, worktree: str = "none"
+) -> dict[str, Any]:
     request = {
         "operation": "acquire",
         "task_id": "T-1",
@@ -368,7 +369,7 @@ def admission_for_another_host(project) -> str:
     return str(session(project.project, project.store, project.config, request)["verdict"])
 
 
-def used_a_tool(root: Path, **fields: object) -> dict:
+def used_a_tool(root: Path, **fields: object) -> dict[str, Any]:
     return hook(root, "PostToolUse", tool_name="Edit", tool_input={"file_path": "a.py"}, **fields)
 
 
@@ -512,11 +513,15 @@ def test_the_compaction_snapshot_names_the_acting_session(project_dir, project, 
             "ithaca.delivery.gate",
             (
                 "ithaca.delivery.gate",
+                "ithaca.delivery.managed_files",
+                "ithaca.delivery.sessions",
+                "ithaca.delivery.sessions.places",
                 "ithaca.delivery.breadcrumb",
                 "ithaca.delivery.sessions.leases",
             ),
         ),
-        ("ithaca.delivery.breadcrumb", ("ithaca.delivery.breadcrumb",)),
+        # The package's face loads only the kernel package with it.
+        ("ithaca.delivery.breadcrumb", ("ithaca.delivery.breadcrumb", "ithaca.kernel")),
     ],
 )
 def test_the_hook_modules_import_no_third_party_code(module, allowed):

@@ -21,7 +21,7 @@ def test_importing_the_package_loads_no_service() -> None:
 
 
 def test_the_record_tool_fits_its_share_of_the_tools_list_budget() -> None:
-    from ithaca.delivery import RECORD_DESCRIPTION, RECORD_SCHEMA
+    from ithaca.delivery.records.tool import RECORD_DESCRIPTION, RECORD_SCHEMA
 
     tool = {"name": "record", "description": RECORD_DESCRIPTION, "inputSchema": RECORD_SCHEMA}
     assert len(canon.canonical(tool)) <= 1024

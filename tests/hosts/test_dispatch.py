@@ -104,7 +104,7 @@ def test_an_invalid_config_fails_closed_for_mutations_and_prompts(project_dir):
 
 
 def test_the_installed_hook_command_answers_through_the_ithaca_hook_on_path(project_dir):
-    from ithaca.hosts.claude.install import hook_command
+    from ithaca.hosts.claude.installer import hook_command
 
     command = hook_command("PreToolUse")
     assert sys.executable not in command and str(project_dir) not in command
@@ -118,7 +118,7 @@ def test_the_installed_hook_command_answers_through_the_ithaca_hook_on_path(proj
 
 
 def test_the_installed_hook_command_reports_unreadable_input_with_exit_code_2(project_dir):
-    from ithaca.hosts.claude.install import hook_command
+    from ithaca.hosts.claude.installer import hook_command
 
     done = subprocess.run(
         hook_command("PreToolUse"),
@@ -134,7 +134,7 @@ def test_the_installed_hook_command_reports_unreadable_input_with_exit_code_2(pr
 
 
 def test_a_module_file_in_the_project_folder_cannot_stand_in_for_a_standard_one(project_dir):
-    from ithaca.hosts.claude.install import hook_command
+    from ithaca.hosts.claude.installer import hook_command
 
     for name in ("_json", "_sqlite3", "math"):
         (project_dir / f"{name}.py").write_text("raise SystemExit('shadowed')\n")

@@ -13,7 +13,8 @@ import pytest
 
 import ithaca
 from ithaca import open_project
-from ithaca.hosts.claude.install import hook_command
+from ithaca.hosts.claude.installer import hook_command
+from ithaca.kernel.manifests import collected
 
 HEAVY = (
     "pydantic",
@@ -49,14 +50,18 @@ SLOW = (
 
 def _hook_modules() -> list[str]:
     package = Path(ithaca.__file__).parent
+    # The dispatcher and its gates, and each host's adapter; installers are not on it.
     names = [
         f"ithaca.hosts.{m.name}"
         for m in pkgutil.iter_modules([str(package / "hosts")])
-        if not m.name.startswith("install")
+        if not m.ispkg
     ]
-    names += [f"ithaca.{path.parent.name}.gate" for path in package.glob("*/gate.py")]
-    names += ["ithaca.kernel.guard", "ithaca.kernel.classify", "ithaca.protocols.enforcement"]
-    return names
+    names += [
+        f"ithaca.hosts.{path.parent.name}.adapter" for path in package.glob("hosts/*/adapter.py")
+    ]
+    names += [name for name, _ in collected("GATES")]  # every gate the parts register
+    names += ["ithaca.kernel.classify", "ithaca.kernel.git", "ithaca.protocols.enforcement"]
+    return sorted(set(names))
 
 
 def _loaded_after(code: str) -> set[str]:

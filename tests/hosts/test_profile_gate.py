@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ithaca.hosts import dispatch
-from ithaca.hosts.claude import install as install_claude
-from ithaca.hosts.codex import install as install_codex
+from ithaca.hosts.claude import installer as install_claude
+from ithaca.hosts.codex import installer as install_codex
 from ithaca.hosts.profile_gate import UNSANDBOXED_CONTEXT
 
 

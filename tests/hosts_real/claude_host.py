@@ -33,7 +33,8 @@ class ClaudeRun(HostRun):
 
     @property
     def session_id(self) -> str:
-        return next(event["session_id"] for event in self.events if "session_id" in event)
+        found: str = next(event["session_id"] for event in self.events if "session_id" in event)
+        return found
 
     def hook_responses(self, event: str | None = None) -> list[dict[str, Any]]:
         return [

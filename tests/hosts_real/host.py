@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.accepted import accept
 from tests.hosts_real.binaries import run_ithaca
-from tests.hosts_real.scripted import Reply, Request, ScriptedModel, Step
+from tests.hosts_real.scripted import Reply, Request, Script, ScriptedModel, Step
 
 ITHACA_TOOLS = (
     "load_protocols",
@@ -132,7 +132,8 @@ class Host(ABC):
 
     def log(self) -> list[dict[str, Any]]:
         """``ithaca log --json``: the journal as the user reads it."""
-        return json.loads(self.ithaca_cli("log", "--json").stdout)
+        entries: list[dict[str, Any]] = json.loads(self.ithaca_cli("log", "--json").stdout)
+        return entries
 
     def close(self) -> None:
         """Remove what the host keeps outside the test's folder."""
@@ -161,6 +162,11 @@ class Host(ABC):
 
     @abstractmethod
     def load_tools(self) -> list[Step]: ...
+
+    @abstractmethod
+    def run(self, prompt: str, script: Script, *extra: str, timeout: float = 120) -> HostRun:
+        """The host headless on ``prompt`` in the repository, its model playing ``script``
+        (``extra``: more of the host's own arguments)."""
 
     def launch(self, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         """Run the host binary in the repository; the script must have played cleanly.

@@ -110,6 +110,7 @@ def tool_uses(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _block_events(index: int, block: Call | Say) -> list[tuple[str, dict[str, Any]]]:
+    start: dict[str, Any]
     if isinstance(block, Say):
         start = {"type": "text", "text": ""}
         delta = {"type": "text_delta", "text": block.text}

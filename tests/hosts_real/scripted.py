@@ -72,7 +72,7 @@ class Request:
 
     def event_id(self) -> str:
         """The newest ``evt_…`` id the model has been shown."""
-        found = EVENT_ID.findall(self.shown)
+        found: list[str] = EVENT_ID.findall(self.shown)
         assert found, "the model was never shown an admitted event id"
         return found[-1]
 

@@ -11,6 +11,8 @@ The reviewer's side (Ithaca's brief, ``files_read``) is ``test_review_brief``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.hosts_real.host import Host, HostRun
 from tests.hosts_real.notes_goal import APPROVE_S1, PLANNING, RELAYED_APPROVAL, STORY, to_pursuing
 from tests.hosts_real.scripted import Script
@@ -79,7 +81,7 @@ def test_a_ulysses_agent_cannot_choose_a_validator_that_passes_or_respell_a_fail
     judge, always = host.notebook_cell(PASSES_ON_ZERO), host.notebook_cell(ALWAYS_PASSES)
     moves = {"primaryValidator": judge, "recoveryValidator": judge}
     plan = {"operation": "plan", "primary": "skip the header row", "recovery": "restore", **moves}
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"operation": "init", "problem": "the importer drops rows"},
         {"operation": "bind_final_validator", **always, "observed": {"errors": 1}},
         plan,

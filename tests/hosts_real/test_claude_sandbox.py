@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 from tests.hosts_real.claude_host import ClaudeHost
-from tests.hosts_real.scripted import Call, Script
+from tests.hosts_real.scripted import Call, Script, Step
 
 # Spellings the text guard does not resolve (brace expansion, a variable built at run time).
 TAMPERING = (
@@ -45,7 +45,11 @@ def test_the_sandbox_keeps_ithacas_files_read_only_whatever_the_spelling(
     git = ["git", "commit", "-qm", "Ithaca wired in"]
     subprocess.run(git, cwd=claude.repo, check=True, env=claude.env())
     escape = Call("Bash", {"command": ESCAPE, "dangerouslyDisableSandbox": True})
-    steps = [*claude.protocols_loaded(), *(claude.shell(c) for c in TAMPERING), [escape]]
+    steps: list[Step] = [
+        *claude.protocols_loaded(),
+        *(claude.shell(c) for c in TAMPERING),
+        [escape],
+    ]
     run = claude.run(
         "Clean up and commit",
         Script(main=[*steps, *(claude.shell(c) for c in WORK)]),

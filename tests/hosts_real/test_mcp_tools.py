@@ -5,6 +5,7 @@ Code, which has them) the user's own permission rules still decide whether a too
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tests.hosts_real.claude_host import DEFAULT_ALLOW, ClaudeHost
 from tests.hosts_real.host import ITHACA_TOOLS, Host
@@ -14,7 +15,7 @@ from tests.mcp.test_record_tool import DECISION as RECORDED
 DECISION = {**RECORDED, "idempotency_key": "dec-real-host"}
 
 # One call per tool, each one a service answers; (tool, arguments).
-CALLS = (
+CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("protocols", {"operation": "list"}),
     ("ultragoal", {"operation": "status"}),
     ("context", {}),

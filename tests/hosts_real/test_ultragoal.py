@@ -73,7 +73,8 @@ def session_of(run: HostRun) -> str:
 def pursuit(host: Host, session: str) -> dict[str, Any]:
     """``ithaca ultragoal status --json`` as the user reads it."""
     done = host.ithaca_cli("ultragoal", "status", "--json", "--session", session)
-    return json.loads(done.stdout)
+    status: dict[str, Any] = json.loads(done.stdout)
+    return status
 
 
 def loop_events(host: Host) -> list[tuple[str, int | None]]:

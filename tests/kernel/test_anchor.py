@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def project(tmp_path: Path):
     opened.close()
 
 
-def codes(report: dict) -> set[str]:
+def codes(report: dict[str, Any]) -> set[str]:
     return {finding["code"] for finding in report["findings"]}
 
 

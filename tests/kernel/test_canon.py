@@ -16,7 +16,7 @@ from ithaca.kernel.errors import InvalidInput
 SAFE = 2**53 - 1
 
 # Any code point except lone surrogates (which have no UTF-8 form): controls, astral, all.
-json_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
+json_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]))
 json_scalars = (
     st.none()
     | st.booleans()
@@ -34,7 +34,8 @@ json_values = st.recursive(
 
 
 def _double(hex_bits: str) -> float:
-    return struct.unpack(">d", bytes.fromhex(hex_bits))[0]
+    value: float = struct.unpack(">d", bytes.fromhex(hex_bits))[0]
+    return value
 
 
 @given(json_values)

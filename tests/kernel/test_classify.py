@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from ithaca.kernel.classify import classify
+from ithaca.kernel.classify import classify_call
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def project(tmp_path):
 
 
 def call(project, tool, tool_input, cwd=None, **options):
-    return classify(
+    return classify_call(
         "claude",
         tool,
         tool_input,
@@ -254,7 +254,7 @@ def test_a_symlinked_parent_is_followed_to_where_the_write_lands(project):
 def test_a_project_root_given_through_a_symlink_still_yields_relative_targets(project):
     alias = project.parent / "alias"
     alias.symlink_to(project)
-    result = classify(
+    result = classify_call(
         "claude", "Bash", {"command": "rm src/x"}, str(alias), project_root=str(alias)
     )
     assert result.write_targets == ("src/x",)
@@ -328,7 +328,7 @@ def test_the_shell_digest_does_not_depend_on_where_the_project_lives(tmp_path):
     for root in (first, second):
         (root / "src").mkdir(parents=True)
     digests = {
-        classify(
+        classify_call(
             "claude", "Bash", {"command": "make"}, str(root / "src"), project_root=str(root)
         ).action_digest
         for root in (first, second)

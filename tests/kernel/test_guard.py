@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ithaca.kernel.classify import classify
+from ithaca.kernel.classify import classify_call
 from ithaca.kernel.gates import GateContext
 from ithaca.kernel.guard import decide
 from ithaca.kernel.project import find_project
@@ -25,7 +25,8 @@ def ctx(project_dir):
 
 
 def _call(project_dir, tool, tool_input):
-    return classify("claude", tool, tool_input, str(project_dir), project_root=str(project_dir))
+    root = str(project_dir)
+    return classify_call("claude", tool, tool_input, root, project_root=root)
 
 
 @pytest.mark.parametrize(
@@ -101,7 +102,7 @@ def test_git_clean_of_ignored_files_is_denied_but_a_plain_clean_is_not(project_d
         "ithaca --project . install claude",
         "echo '{}' | ithaca hook claude UserPromptSubmit",
         "ithaca-hook claude UserPromptSubmit < payload.json",
-        "python -S -c 'from ithaca.hosts.main import main; main()' claude PreToolUse",
+        "python -S -c 'from ithaca.hosts.entry import main; main()' claude PreToolUse",
     ],
 )
 def test_an_agent_cannot_speak_for_the_host_or_unwire_ithaca(project_dir, ctx, command):
@@ -136,7 +137,7 @@ def test_host_and_user_only_ithaca_commands_do_not_skip_protocol_checks(project_
     [
         "ithaca uninstall${EMPTY} claude",
         "i=ithaca; $i uninstall claude",
-        "python -c \"from ithaca.cli.main import cli; cli(['uninstall', 'claude'])\"",
+        "python -c \"from ithaca.cli.entry import cli; cli(['uninstall', 'claude'])\"",
         "python -m ithaca.__main__ uninstall claude",
         "echo 'ithaca uninstall claude' | bash",
         "git -c alias.u='!ithaca uninstall claude' u",

@@ -99,7 +99,7 @@ def test_input_that_is_not_text_is_read_or_refused_as_json_does():
     assert outcome(lightjson.loads, None) == outcome(json.loads, None)
 
 
-def test_values_without_a_json_form_are_refused_as_json_refuses_them():
+def test_values_without_a_json_form_are_refused_as_json_refuses_them() -> None:
     looped: list[object] = []
     looped.append(looped)
     for value in (object(), {1, 2}, looped, {(1, 2): 3}, {"a": 1, 2: "b"}):

@@ -5,14 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ithaca.kernel import shell
-from ithaca.kernel.shell import (
-    MAX_DEPTH,
-    is_read_only,
-    ithaca_invocation,
-    parse,
-    write_targets,
-)
+from ithaca.kernel import shell_commands, shell_effects, shell_parse
+from ithaca.kernel.shell_commands import ithaca_invocation
+from ithaca.kernel.shell_effects import is_read_only, write_targets
+from ithaca.kernel.shell_parse import MAX_DEPTH, parse
 
 
 def argvs(command: str) -> list[tuple[str, ...]]:
@@ -550,13 +546,18 @@ WORD_PIECES = ["python", "pypy", "py", "3", ".", "11", "٣", "²", "x", "-", "$"
 @pytest.mark.parametrize(
     ("helper", "pattern", "whole", "alphabet"),
     [
-        (shell._is_assignment, r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=", False, "aZ_0[]+=x "),
-        (shell._is_fd_duplicate, r"\d*-?", True, "01٣²-x"),
-        (shell._is_python, r"(?:python|pypy)(?:\d+(?:\.\d+)*)?", True, None),
-        (shell._is_option_mode, r"-[rwxXst]+", True, "-rwxXstu+"),
-        (shell._is_sed_print, r"(?:\d+|\$)(?:,(?:\d+|\$))?p", True, None),
-        (shell._git_branch_flags, r"-[alrvi]+", True, "-alrvix"),
-        (shell._git_tag_flags, r"-(?:[li]+|n\d*)", True, "-lin1٣x"),
+        (
+            shell_commands._is_assignment,
+            r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=",
+            False,
+            "aZ_0[]+=x ",
+        ),
+        (shell_parse._is_fd_duplicate, r"\d*-?", True, "01٣²-x"),
+        (shell_commands.is_python, r"(?:python|pypy)(?:\d+(?:\.\d+)*)?", True, None),
+        (shell_effects._is_option_mode, r"-[rwxXst]+", True, "-rwxXstu+"),
+        (shell_effects._is_sed_print, r"(?:\d+|\$)(?:,(?:\d+|\$))?p", True, None),
+        (shell_effects._git_branch_flags, r"-[alrvi]+", True, "-alrvix"),
+        (shell_effects._git_tag_flags, r"-(?:[li]+|n\d*)", True, "-lin1٣x"),
     ],
 )
 @given(data=st.data())

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp.client import Client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 from ithaca.app import IthacaProject, open_project
 from ithaca.mcp.server import build_server
@@ -30,20 +30,23 @@ class ToolClient:
         self.client = client
 
     def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
-        return self.portal.call(self.client.call_tool, tool, arguments)
+        result: CallToolResult = self.portal.call(self.client.call_tool, tool, arguments)
+        return result
 
     def ok(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The structured answer of a call that must succeed."""
         result = self.call(tool, arguments)
         assert not result.is_error, result.content
-        assert json.loads(result.content[0].text) == result.structured_content
-        return result.structured_content
+        structured: dict[str, Any] = result.structured_content
+        assert json.loads(text_of(result)) == structured
+        return structured
 
     def refused(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The ``{code, message, details}`` of a call that must fail."""
         result = self.call(tool, arguments)
         assert result.is_error, result.structured_content
-        return json.loads(result.content[0].text)
+        refusal: dict[str, Any] = json.loads(text_of(result))
+        return refusal
 
     def tools(self) -> dict[str, Any]:
         listing = self.portal.call(self.client.list_tools)
@@ -51,7 +54,16 @@ class ToolClient:
 
     @property
     def server_name(self) -> str:
-        return self.client.server_info.name
+        info = self.client.server_info
+        assert info is not None
+        return info.name
+
+
+def text_of(result: CallToolResult) -> str:
+    """The text of a result's first content block (the server answers in JSON text)."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
 
 
 @pytest.fixture
@@ -91,6 +103,9 @@ def client(connect: Callable[[Path], ToolClient], project_dir: Path) -> ToolClie
 @pytest.fixture
 def journal_length(project: IthacaProject) -> Callable[[], int]:
     def length() -> int:
-        return project.store.connection().execute("SELECT count(*) FROM journal").fetchone()[0]
+        count: int = (
+            project.store.connection().execute("SELECT count(*) FROM journal").fetchone()[0]
+        )
+        return count
 
     return length

@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ithaca.mcp.debugging import NOTEBOOK_SCHEMA, ULYSSES_SCHEMA
+from ithaca.ulysses.tools import ULYSSES_SCHEMA
+from ithaca.validators.tools import NOTEBOOK_SCHEMA
 
 PASSES_ON_ZERO = """\
 from tb_validate import observed, pass_, fail

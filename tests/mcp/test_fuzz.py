@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, target
 from hypothesis import event as record_outcome
 from hypothesis import strategies as st
 
-from ithaca.protocols.service import SELECTOR_ARGUMENTS
+from ithaca.protocols.loading import SELECTOR_ARGUMENTS
 
 WEIRD_STRINGS = [
     "",
@@ -80,7 +80,7 @@ def field_values(event_id: str) -> dict[str, st.SearchStrategy[Any]]:
     return {name: mostly(value) for name, value in plausible.items()}
 
 
-def with_extra_fields(base: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict]:
+def with_extra_fields(base: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
     extra = st.dictionaries(junk_names, junk, min_size=1, max_size=2)
     return st.one_of(base, st.builds(lambda known, more: {**known, **more}, base, extra))
 

@@ -11,15 +11,15 @@ from click.testing import CliRunner
 from tests.hosts_real.host import ITHACA_TOOLS
 
 from ithaca.app import IthacaProject
-from ithaca.cli.main import cli
+from ithaca.cli.entry import cli
 from ithaca.kernel import canon
-from ithaca.protocols.service import SELECTOR_ARGUMENTS
+from ithaca.protocols.loading import SELECTOR_ARGUMENTS
 
 UNKNOWN_EVENT = "evt_" + "0" * 26
 
 
 def loaded_digest(project: IthacaProject, session: str) -> str | None:
-    row = (
+    row: tuple[str | None] = (
         project.store.connection()
         .execute(
             "SELECT loaded_digest FROM protocol_sessions WHERE host_session_id = ?", (session,)

@@ -15,7 +15,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from ithaca.app import IthacaProject
-from ithaca.cli.main import cli
+from ithaca.cli.entry import cli
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "ithaca"
 
@@ -59,7 +59,9 @@ def test_ithaca_mcp_outside_a_project_fails_with_its_code_and_writes_no_protocol
 
 
 def test_the_cli_loads_the_mcp_sdk_only_for_ithaca_mcp():
-    probe = "import sys, ithaca.cli.main; print(any(m.split('.')[0] == 'mcp' for m in sys.modules))"
+    probe = (
+        "import sys, ithaca.cli.entry; print(any(m.split('.')[0] == 'mcp' for m in sys.modules))"
+    )
 
     loaded = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import uuid
+from typing import Any
 
 import pytest
 from tests.refusals import gate_reason
@@ -34,7 +35,7 @@ def expected_context(event_id: str, workflow: str, strict: bool) -> str:
     )
 
 
-def assert_blocked(answer: dict, code: str) -> None:
+def assert_blocked(answer: dict[str, Any], code: str) -> None:
     assert set(answer) == {"decision", "reason"}, answer
     assert answer["decision"] == "block"
     reason = gate_reason(answer["reason"])
@@ -42,7 +43,8 @@ def assert_blocked(answer: dict, code: str) -> None:
 
 
 def event_count(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM protocol_events").fetchone()[0]
+    count: int = conn.execute("SELECT count(*) FROM protocol_events").fetchone()[0]
+    return count
 
 
 def current_event(conn: sqlite3.Connection, session: str = "s1") -> str | None:
@@ -52,11 +54,12 @@ def current_event(conn: sqlite3.Connection, session: str = "s1") -> str | None:
     return row[0] if row else None
 
 
-def sources_of(conn: sqlite3.Connection, event_id: str) -> dict:
+def sources_of(conn: sqlite3.Connection, event_id: str) -> dict[str, str]:
     row = conn.execute(
         "SELECT context_sources FROM protocol_events WHERE id = ?", (event_id,)
     ).fetchone()
-    return json.loads(row[0])
+    sources: dict[str, str] = json.loads(row[0])
+    return sources
 
 
 # --- connector, context text, actor ---------------------------------------------------

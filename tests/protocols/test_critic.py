@@ -216,7 +216,7 @@ def test_a_subagents_change_counts_toward_its_parent_turn(turn):
 def test_a_project_that_switched_the_critic_off_ends_and_status_says_so(governed_dir, hook):
     from click.testing import CliRunner
 
-    from ithaca.cli.main import cli
+    from ithaca.cli.entry import cli
 
     hook.configure("[verification]\nrequire = false\n")
     turn = Turn(governed_dir, hook)

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +26,7 @@ APPROVE = re.compile(
 )
 
 
-def rooted(tool_input: dict, root) -> dict:
+def rooted(tool_input: dict[str, Any], root) -> dict[str, Any]:
     """The tool input with ``{root}`` replaced by the project folder."""
     return {
         key: value.replace("{root}", str(root)) if isinstance(value, str) else value
@@ -58,7 +59,7 @@ def ready(hook, governed):
     """Admit a prompt and load its bundle, as a well-behaved agent does."""
 
     def admit_and_load(text: str = "Work on the feature.", session: str = "s1") -> str:
-        event_id = hook.admit(text, session)
+        event_id: str = hook.admit(text, session)
         governed.protocols.load_protocols({"eventId": event_id})
         return event_id
 
@@ -88,7 +89,8 @@ def ulysses_state(monkeypatch):
 
 
 def approval_status(governed, approval_id: str) -> str:
-    return governed.protocols.get_approval(approval_id)["status"]
+    status: str = governed.protocols.get_approval(approval_id)["status"]
+    return status
 
 
 # --- the strict gate -------------------------------------------------------------------
@@ -914,7 +916,7 @@ def test_granting_twice_or_an_unknown_approval_is_refused(hook, governed, ready,
     assert missing.value.code == "APPROVAL_NOT_FOUND"
 
 
-def at_once(hook, payload: dict, count: int) -> list[str]:
+def at_once(hook, payload: dict[str, Any], count: int) -> list[str]:
     """Run ``count`` hook processes that all hold the same call before any answer is read."""
     processes = [
         subprocess.Popen(

@@ -47,7 +47,10 @@ def journal_rows(governed):
 
 
 def revision(governed) -> int:
-    return governed.store.connection().execute("SELECT revision FROM protocol_state").fetchone()[0]
+    current: int = (
+        governed.store.connection().execute("SELECT revision FROM protocol_state").fetchone()[0]
+    )
+    return current
 
 
 def protocol_file(governed_dir, record, name=None):

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.mark.parametrize("seed", BASE_PROTOCOLS, ids=lambda seed: seed["id"])
-def test_every_seed_validates_to_itself(seed: dict) -> None:
+def test_every_seed_validates_to_itself(seed: dict[str, Any]) -> None:
     normal = validate_record(
         seed,
         workflows=frozenset(),

@@ -28,7 +28,8 @@ def load(governed, arguments):
 
 
 def journal_length(governed) -> int:
-    return governed.store.connection().execute("SELECT count(*) FROM journal").fetchone()[0]
+    count: int = governed.store.connection().execute("SELECT count(*) FROM journal").fetchone()[0]
+    return count
 
 
 def tamper_event(governed, event_id: str, column: str, value) -> None:

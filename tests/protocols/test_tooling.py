@@ -12,7 +12,11 @@ from ithaca import open_project
 from ithaca.kernel import journal
 from ithaca.kernel.errors import Corrupt, InvalidInput
 from ithaca.kernel.markers import Prompt
-from ithaca.protocols import events, tooling
+from ithaca.protocols import events
+from ithaca.protocols.explanation import explain
+from ithaca.protocols.fixtures import parse_fixtures, run_fixtures
+from ithaca.protocols.lint import lint_protocols
+from ithaca.protocols.seed_report import seed_status
 from ithaca.protocols.service import ProtocolsService
 
 OLD = "2020-01-01T00:00:00.000Z"
@@ -88,7 +92,7 @@ def test_explain_names_every_failing_selector_key_with_expected_and_actual(
     )
     event = service.admit_event(connector="test", workflow="coding")
 
-    explained = tooling.explain(service, event["id"])
+    explained = explain(service, event["id"])
 
     entry = next(e for e in explained["records"] if e["id"] == "team.release")
     assert entry["status"] == "no-match"
@@ -105,7 +109,7 @@ def test_explain_lists_every_record_in_bundle_order_marked_matched_or_disabled(
     service.create_protocol(record("team.a", priority=5, enabled=False))
     event = service.admit_event(connector="test")
 
-    explained = tooling.explain(service, event["id"])
+    explained = explain(service, event["id"])
 
     listed = [(e["id"], e["priority"]) for e in explained["records"]]
     assert listed == sorted(listed, key=lambda item: (-item[1], item[0]))
@@ -121,7 +125,7 @@ def test_explain_lists_every_record_in_bundle_order_marked_matched_or_disabled(
 def test_explain_shows_where_each_selector_value_came_from(service: ProtocolsService) -> None:
     event = service.admit_event(connector="cli", task="ship", actor="user")
 
-    explained = tooling.explain(service, event["id"])
+    explained = explain(service, event["id"])
 
     assert explained["selectorValues"]["task"] == "ship"
     assert explained["sources"] == {
@@ -152,7 +156,7 @@ def test_explain_gives_effective_constraints_of_matched_records_seed_constraints
     )
     event = service.admit_event(connector="test", workflow="debugging")
 
-    explained = tooling.explain(service, event["id"])
+    explained = explain(service, event["id"])
 
     assert [
         (item["protocolId"], item["index"], item["constraint"]["kind"])
@@ -182,7 +186,7 @@ def test_explain_marks_a_corrupt_row_while_the_bundle_fails_store_corrupt(
 
     with pytest.raises(Corrupt) as failure:
         service.compute_bundle(event["id"])
-    explained = tooling.explain(service, event["id"])
+    explained = explain(service, event["id"])
 
     assert failure.value.code == "STORE_CORRUPT"
     entry = next(e for e in explained["records"] if e["id"] == "team.victim")
@@ -201,7 +205,7 @@ def test_explain_writes_nothing(service: ProtocolsService) -> None:
         conn.execute("SELECT revision FROM protocol_state").fetchone(),
     )
 
-    tooling.explain(service, event["id"])
+    explain(service, event["id"])
 
     after = (
         journal_length(service),
@@ -242,7 +246,7 @@ def test_explain_matches_exactly_the_records_the_bundle_holds(
         )
     try:
         event = service.admit_event(connector="test", workflow=workflow, task=task)
-        explained = tooling.explain(service, event["id"])
+        explained = explain(service, event["id"])
         bundle = service.compute_bundle(event["id"])
         matched = [e["id"] for e in explained["records"] if e["status"] == "matched"]
         assert matched == [protocol["id"] for protocol in bundle["protocols"]]
@@ -281,7 +285,7 @@ def test_fixtures_pass_when_matching_order_and_decisions_are_as_expected(
         "actions": [bash("git push origin main", "deny"), bash("git status", "allow")],
     }
 
-    result = tooling.run_fixtures(service, fixtures(case))
+    result = run_fixtures(service, fixtures(case))
 
     assert result["passed"] is True
     assert result["cases"][0]["failures"] == []
@@ -298,7 +302,7 @@ def test_fixtures_report_each_unmet_expectation(service: ProtocolsService) -> No
         "actions": [bash("rm -rf build", "deny")],
     }
 
-    result = tooling.run_fixtures(service, fixtures(case))
+    result = run_fixtures(service, fixtures(case))
 
     assert result["passed"] is False
     assert result["failed"] == 1
@@ -341,7 +345,7 @@ def test_fixtures_evaluate_states_approvals_and_hosts_like_the_hook(
         "actions": actions,
     }
 
-    result = tooling.run_fixtures(service, fixtures(case))
+    result = run_fixtures(service, fixtures(case))
 
     outcomes = [(a["expect"], a["effect"]) for a in result["cases"][0]["actions"]]
     assert outcomes == [(a["expect"], a["expect"]) for a in actions]
@@ -352,7 +356,7 @@ def test_fixtures_admit_and_journal_nothing(service: ProtocolsService) -> None:
     before = journal_length(service)
     case = {"name": "any", "actions": [bash("git push", "allow")]}
 
-    tooling.run_fixtures(service, fixtures(case))
+    run_fixtures(service, fixtures(case))
 
     events_stored = service.store.connection().execute("SELECT count(*) FROM protocol_events")
     assert events_stored.fetchone()[0] == 0
@@ -398,7 +402,7 @@ def test_malformed_fixtures_are_invalid_fixtures_with_a_pointer(
     service: ProtocolsService, document: Any, pointer: str
 ) -> None:
     with pytest.raises(InvalidInput) as failure:
-        tooling.run_fixtures(service, document)
+        run_fixtures(service, document)
 
     assert failure.value.code == "INVALID_FIXTURES"
     assert failure.value.details["pointer"] == pointer
@@ -406,7 +410,7 @@ def test_malformed_fixtures_are_invalid_fixtures_with_a_pointer(
 
 def test_fixture_text_that_is_not_json_is_invalid_fixtures() -> None:
     with pytest.raises(InvalidInput) as failure:
-        tooling.parse_fixtures("{not json")
+        parse_fixtures("{not json")
 
     assert failure.value.code == "INVALID_FIXTURES"
 
@@ -415,7 +419,7 @@ def test_fixture_text_that_is_not_json_is_invalid_fixtures() -> None:
 
 
 def test_a_fresh_project_has_no_lint_findings(service: ProtocolsService) -> None:
-    assert tooling.lint(service) == []
+    assert lint_protocols(service) == []
 
 
 def test_the_same_rule_in_two_co_matching_records_is_a_duplicate(
@@ -432,7 +436,7 @@ def test_the_same_rule_in_two_co_matching_records_is_a_duplicate(
         record("team.d", selector={"workflow": "coding"}, rules=["Run the tests before pushing."])
     )
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     duplicates = [f for f in findings if f["code"] == "DUPLICATE_RULE"]
     assert sorted((f["subject"], f["level"]) for f in duplicates) == [
@@ -449,7 +453,7 @@ def test_co_matching_records_with_equal_priority_tie(service: ProtocolsService) 
     service.create_protocol(record("team.c", selector={"workflow": "debugging"}))
     service.create_protocol(record("team.d", selector={"workflow": "chat"}, priority=11))
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     ties = [f for f in findings if f["code"] == "PRIORITY_TIE"]
     assert [(f["subject"], f["level"]) for f in ties] == [("team.b", "warning")]
@@ -514,7 +518,7 @@ def test_a_constraint_covered_by_a_broader_record_is_shadowed(
         record("team.narrow", selector={"workflow": "coding"}, constraints=[narrow])
     )
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     flagged = [f["subject"] for f in findings if f["code"] == "SHADOWED_CONSTRAINT"]
     assert flagged == (["team.narrow/constraints/0"] if shadowed else [])
@@ -527,7 +531,7 @@ def test_a_constraint_in_a_narrower_record_does_not_shadow(service: ProtocolsSer
     )
     service.create_protocol(record("team.broad", constraints=[deny_push]))
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     assert [f["subject"] for f in findings if f["code"] == "SHADOWED_CONSTRAINT"] == [
         "team.narrow/constraints/0"
@@ -549,7 +553,7 @@ def test_an_override_repeating_its_base_constraint_is_shadowed(service: Protocol
         override=True,
     )
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     assert [f["subject"] for f in findings if f["code"] == "SHADOWED_CONSTRAINT"] == [
         "ithaca.debugging.ulysses/constraints/1"
@@ -561,13 +565,13 @@ def test_a_record_no_event_in_the_window_matched_is_reported(service: ProtocolsS
     admit_old_event(service, "release")
     service.admit_event(connector="test", task="other")
 
-    before = tooling.lint(service, since_days=30)
+    before = lint_protocols(service, since_days=30)
     service.admit_event(connector="test", task="release")
-    after = tooling.lint(service, since_days=30)
+    after = lint_protocols(service, since_days=30)
 
     assert "NEVER_MATCHED" in codes(before, "team.release")
     assert "NEVER_MATCHED" not in codes(after, "team.release")
-    all_time = tooling.lint(service, since_days=100_000)
+    all_time = lint_protocols(service, since_days=100_000)
     assert "NEVER_MATCHED" not in codes(all_time, "team.release")
 
 
@@ -602,7 +606,7 @@ def test_a_constraint_no_decision_in_the_window_fired_is_info(service: Protocols
                 },
             )
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     never_fired = [(f["subject"], f["level"]) for f in findings if f["code"] == "NEVER_FIRED"]
     assert never_fired == [("team.rules/constraints/1", "info")]
@@ -618,7 +622,7 @@ def test_an_override_written_against_an_older_seed_drifts(service: ProtocolsServ
         override=True,
     )
     service.admit_event(connector="test", workflow="coding")
-    assert codes(tooling.lint(service), "ithaca.coding.progress") == []
+    assert codes(lint_protocols(service), "ithaca.coding.progress") == []
     raw_sql(
         service,
         "UPDATE protocols SET base_hash = ? WHERE id = ?",
@@ -626,7 +630,7 @@ def test_an_override_written_against_an_older_seed_drifts(service: ProtocolsServ
         "ithaca.coding.progress",
     )
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     assert [
         (f["code"], f["level"]) for f in findings if f["subject"] == "ithaca.coding.progress"
@@ -638,7 +642,7 @@ def test_user_rules_without_constraints_are_advisory_only(service: ProtocolsServ
     service.create_protocol(record("team.off", enabled=False, selector={"task": "none"}))
     service.admit_event(connector="test")
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     assert [(f["code"], f["level"], f["subject"]) for f in findings] == [
         ("ADVISORY_ONLY", "info", "team.advice")
@@ -649,7 +653,7 @@ def test_lint_reports_a_corrupt_row_instead_of_failing(service: ProtocolsService
     service.create_protocol(record("team.victim"))
     raw_sql(service, "UPDATE protocols SET priority = 99 WHERE id = 'team.victim'")
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     assert [(f["code"], f["level"]) for f in findings if f["subject"] == "team.victim"] == [
         ("STORE_CORRUPT", "error")
@@ -662,7 +666,7 @@ def test_lint_reports_a_broken_protocol_file_as_an_error(service: ProtocolsServi
     )
     service.reconcile()
 
-    findings = tooling.lint(service)
+    findings = lint_protocols(service)
 
     assert [(f["code"], f["level"], f["subject"]) for f in findings] == [
         ("PROTOCOL_FILE_INVALID", "error", ".ithaca/protocols/team.broken.json")
@@ -671,18 +675,18 @@ def test_lint_reports_a_broken_protocol_file_as_an_error(service: ProtocolsServi
 
 def test_lint_refuses_a_negative_window(service: ProtocolsService) -> None:
     with pytest.raises(InvalidInput):
-        tooling.lint(service, since_days=-1)
+        lint_protocols(service, since_days=-1)
 
 
 # --- seeds -------------------------------------------------------------------------------
 
 
 def seed_states(service: ProtocolsService) -> dict[str, str]:
-    return {seed["id"]: seed["state"] for seed in tooling.seed_status(service)["seeds"]}
+    return {seed["id"]: seed["state"] for seed in seed_status(service)["seeds"]}
 
 
 def test_every_seed_is_in_sync_in_a_fresh_project(service: ProtocolsService) -> None:
-    status = tooling.seed_status(service)
+    status = seed_status(service)
 
     assert set(seed_states(service).values()) == {"in-sync"}
     assert status["seedSetDigest"]["code"] == status["seedSetDigest"]["store"]
@@ -720,7 +724,7 @@ def test_fixtures_include_the_kernel_guard_like_the_hook(service: ProtocolsServi
         ],
     }
 
-    result = tooling.run_fixtures(service, fixtures(case))
+    result = run_fixtures(service, fixtures(case))
 
     assert [a["effect"] for a in result["cases"][0]["actions"]] == ["deny", "deny", "allow"]
     assert result["passed"] is True

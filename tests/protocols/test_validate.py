@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput, Refused
-from ithaca.protocols.validate import check_override, record_hash, validate_record
+from ithaca.protocols.overrides import check_override
+from ithaca.protocols.validate import record_hash, validate_record
 
 STATES = frozenset({"ulysses.step_active", "ultragoal.pursuing"})
 

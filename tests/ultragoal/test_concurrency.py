@@ -97,9 +97,9 @@ def complete_in_child(project: Project, session: str, crash_at: str) -> None:
         os._exit(17)
 
     if crash_at == "before_commit":
-        completion.evaluate = die  # type: ignore[assignment]  # after hashing, in the transaction
+        completion.evaluate = die  # after hashing, in the transaction
     else:
-        marker.sync = die  # type: ignore[assignment]  # after the commit, before the marker
+        marker.sync = die  # after the commit, before the marker
     service.perform({"operation": "request_complete", "session": session}, actor="agent")
     os._exit(0)
 

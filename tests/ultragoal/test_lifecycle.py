@@ -244,7 +244,9 @@ def test_progress_counts_commits_with_changes_stories_evidence(ug: Any) -> None:
 
     def moved() -> list[str]:
         row = ug.row()
-        return progress.progress(row, progress.fingerprint(conn, str(root), ug.SESSION), str(root))
+        return progress.what_moved(
+            row, progress.fingerprint(conn, str(root), ug.SESSION), str(root)
+        )
 
     assert progress.read_head(str(root)) == ug.git("rev-parse", "HEAD")
     assert ug.row()["last_seen_head"] == ug.git("rev-parse", "HEAD")
@@ -266,7 +268,7 @@ def test_no_baseline_means_no_progress(ug: Any) -> None:
     ug.plan()
     row = ug.row()
     seen = progress.fingerprint(ug.service.store.connection(), str(ug.root), ug.SESSION)
-    assert progress.progress(row, seen, str(ug.root)) == []
+    assert progress.what_moved(row, seen, str(ug.root)) == []
 
 
 def test_stop_cap_comes_from_the_environment_then_settings(tmp_path: Any) -> None:

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.accepted import accept
@@ -48,7 +49,7 @@ def configure(root: Path, text: str) -> None:
     accept(root)
 
 
-def pre_tool_use(root: Path, tool: str, tool_input: dict, **extra: str) -> dict:
+def pre_tool_use(root: Path, tool: str, tool_input: dict[str, Any], **extra: str) -> dict[str, Any]:
     payload = {
         "session_id": "sess-1",
         "cwd": str(root),
@@ -62,7 +63,7 @@ def pre_tool_use(root: Path, tool: str, tool_input: dict, **extra: str) -> dict:
     return json.loads(out) if out else {}
 
 
-def decision(answer: dict) -> tuple[str, str]:
+def decision(answer: dict[str, Any]) -> tuple[str, str]:
     specific = answer.get("hookSpecificOutput", {})
     reason = specific.get("permissionDecisionReason")
     return specific.get("permissionDecision", "allow"), gate_reason(reason) if reason else ""

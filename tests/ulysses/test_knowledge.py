@@ -14,8 +14,8 @@ import pytest
 from ithaca.app import IthacaProject, init_project
 from ithaca.kernel import doctor, files, journal
 from ithaca.kernel.errors import InvalidInput, NotFound
-from ithaca.ulysses import knowledge, lessons
 from ithaca.ulysses import knowledge_tables as knowledge_schema
+from ithaca.ulysses import lesson_recording, lesson_search, lessons
 from ithaca.ulysses.knowledge import KnowledgeService
 
 
@@ -71,8 +71,8 @@ def record(
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """Record then write, as the Ulysses service does around its commit."""
     with opened.store.write() as conn:
-        lesson = knowledge.record_lesson(conn, opened.project, closed)
-    return lesson, knowledge.write_lesson_file(opened.project, lesson)
+        lesson = lesson_recording.record_lesson(conn, opened.project, closed)
+    return lesson, lesson_recording.write_lesson_file(opened.project, lesson)
 
 
 def hand_add(opened: IthacaProject, name: str, closed: dict[str, Any], lesson_id: str) -> Path:
@@ -116,7 +116,7 @@ def test_recording_indexes_journals_and_writes_the_file(opened: IthacaProject) -
 
 def test_a_rolled_back_completion_leaves_no_lesson(opened: IthacaProject) -> None:
     with pytest.raises(RuntimeError), opened.store.write() as conn:
-        knowledge.record_lesson(conn, opened.project, closed_session())
+        lesson_recording.record_lesson(conn, opened.project, closed_session())
         raise RuntimeError("the session's own write failed")
 
     assert lesson_rows(opened) == []
@@ -178,10 +178,12 @@ def test_a_lesson_that_arrived_through_git_is_merged_into(opened: IthacaProject)
 
 def test_recording_refuses_a_session_without_summary(opened: IthacaProject) -> None:
     with pytest.raises(InvalidInput) as raised, opened.store.write() as conn:
-        knowledge.record_lesson(conn, opened.project, closed_session(summary="  "))
+        lesson_recording.record_lesson(conn, opened.project, closed_session(summary="  "))
     assert raised.value.details["pointer"] == "/summary"
     with pytest.raises(InvalidInput), opened.store.write() as conn:
-        knowledge.record_lesson(conn, opened.project, closed_session(terminalState="superseded"))
+        lesson_recording.record_lesson(
+            conn, opened.project, closed_session(terminalState="superseded")
+        )
     assert lesson_rows(opened) == []
 
 
@@ -240,12 +242,12 @@ def test_invalid_or_conflicting_files_are_reported_not_indexed(
 
 
 def test_query_terms_keep_long_words_lowercased_without_stop_words() -> None:
-    assert knowledge.query_terms("Why is THE login flaky, and the LOGIN so slow? a b") == [
+    assert lesson_search.query_terms("Why is THE login flaky, and the LOGIN so slow? a b") == [
         "login",
         "flaky",
         "slow",
     ]
-    assert len(knowledge.query_terms(" ".join(f"word{n}" for n in range(40)))) == 16
+    assert len(lesson_search.query_terms(" ".join(f"word{n}" for n in range(40)))) == 16
 
 
 @pytest.mark.parametrize(
@@ -271,7 +273,7 @@ def test_fts_syntax_in_a_query_is_inert(
 
 
 def test_every_query_term_is_a_quoted_fts_string() -> None:
-    assert knowledge.fts_query(knowledge.query_terms('title:x OR " NEAR(a b) z*')) == (
+    assert lesson_search.fts_query(lesson_search.query_terms('title:x OR " NEAR(a b) z*')) == (
         '"title" OR "near"'
     )
 
@@ -369,12 +371,12 @@ def test_a_failed_file_write_is_reported_found_and_restored(
     assert [f["subject"] for f in missing] == [lesson["id"]]
 
     conn = opened.store.connection()
-    assert knowledge.restore_missing_files(opened.project, conn) == [lesson["path"]]
+    assert lesson_recording.restore_missing_files(opened.project, conn) == [lesson["path"]]
 
     assert lessons.parse_file(target.read_text(encoding="utf-8"))[0] == lesson["record"]
     report = doctor.check(opened.project, opened.store)
     assert not [f for f in report["findings"] if f["code"] == "LESSON_FILE_MISSING"]
-    assert knowledge.restore_missing_files(opened.project, conn) == []
+    assert lesson_recording.restore_missing_files(opened.project, conn) == []
     assert ids_found(service, "token cache") == [lesson["id"]]
     assert lesson_rows(opened)[0][2] == target.stat().st_size
 
@@ -390,13 +392,16 @@ def test_a_failed_merge_write_keeps_the_merged_lesson_until_restored(
 
     got = service.get({"id": first["id"]})
     assert len(got["record"]["occurrences"]) == 2
-    assert knowledge.check(opened.project, opened.store.connection())[0]["subject"] == first["id"]
+    assert (
+        lesson_recording.check(opened.project, opened.store.connection())[0]["subject"]
+        == first["id"]
+    )
 
-    knowledge.restore_missing_files(opened.project, opened.store.connection())
+    lesson_recording.restore_missing_files(opened.project, opened.store.connection())
 
     text = (Path(opened.project.root) / first["path"]).read_text(encoding="utf-8")
     assert len(lessons.parse_file(text)[0]["occurrences"]) == 2
-    assert knowledge.check(opened.project, opened.store.connection()) == []
+    assert lesson_recording.check(opened.project, opened.store.connection()) == []
 
 
 # --- without FTS5 ---------------------------------------------------------------------------
@@ -414,7 +419,9 @@ def test_without_fts5_a_term_scan_finds_lessons(
     assert [d["code"] for d in found["diagnostics"]] == ["fts5_unavailable"]
     assert "[redirect]" in found["results"][0]["snippet"]
     assert (
-        knowledge.related(opened.store.connection(), opened.project, "login redirect", [])[0]["id"]
+        lesson_search.related(opened.store.connection(), opened.project, "login redirect", [])[0][
+            "id"
+        ]
         == lesson["id"]
     )
 
@@ -444,7 +451,7 @@ def test_related_returns_at_most_three_lessons_in_the_init_shape(opened: IthacaP
             closed_session(session_id=f"uly_{n}", summary=f"Login fix number {n} held up."),
         )
 
-    found = knowledge.related(
+    found = lesson_search.related(
         opened.store.connection(), opened.project, "Login flaky again", ["no sleeps"], limit=10
     )
 
@@ -458,7 +465,7 @@ def test_related_inside_a_write_transaction_indexes_pulled_files(
     hand_add(opened, "2025-01-02-pulled.md", closed_session(), "lsn_pulled")
 
     with opened.store.write() as conn:
-        found = knowledge.related(conn, opened.project, "flaky login", [])
+        found = lesson_search.related(conn, opened.project, "flaky login", [])
 
     assert [hit["id"] for hit in found] == ["lsn_pulled"]
     assert [row[0] for row in lesson_rows(opened)] == ["lsn_pulled"]
@@ -482,7 +489,7 @@ def test_related_never_raises_even_with_a_broken_index(
     for statement in breakage:
         conn.execute(statement)
 
-    found = knowledge.related(conn, opened.project, "flaky login", ["no sleeps"])
+    found = lesson_search.related(conn, opened.project, "flaky login", ["no sleeps"])
 
     assert [hit["id"] for hit in found] == ([lesson["id"]] if recovers else [])
 
@@ -492,7 +499,7 @@ def test_related_never_raises_when_the_folder_is_unreadable(opened: IthacaProjec
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.write_text("not a folder", encoding="utf-8")
 
-    assert knowledge.related(opened.store.connection(), opened.project, "flaky", []) == []
+    assert lesson_search.related(opened.store.connection(), opened.project, "flaky", []) == []
 
 
 def test_doctor_reports_nothing_for_lessons_in_step(opened: IthacaProject) -> None:

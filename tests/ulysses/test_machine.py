@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ithaca.kernel.errors import IthacaError, NotFound, Refused
-from ithaca.ulysses import machine
-from ithaca.ulysses.machine import PHASE_S, STATUSES
+from ithaca.ulysses import machine, refusals, session
+from ithaca.ulysses.session import PHASE_S, STATUSES
 
 NOW = "2025-03-01T10:00:00.000Z"
 LATER = "2025-03-01T11:00:00.000Z"
@@ -44,7 +44,7 @@ def binding(name: str) -> dict[str, Any]:
 
 def verdict(passed: bool, cause: str | None = None, *, tamper: bool = False) -> dict[str, Any]:
     if tamper:
-        reason = machine.TAMPER_REASON
+        reason = session.TAMPER_REASON
     elif passed:
         reason = "all good"
     else:
@@ -57,7 +57,7 @@ def facts(**extra: Any) -> dict[str, Any]:
 
 
 def init(state: Any = None, *, supersede: bool = False, session_id: str = "uly_1") -> Any:
-    command = {"operation": "init", "problem": "tests flake", "constraints": []}
+    command: dict[str, Any] = {"operation": "init", "problem": "tests flake", "constraints": []}
     if supersede:
         command["supersede"] = True
     return machine.transition(
@@ -90,7 +90,7 @@ def plan(state: Any, primary: str = "fix the retry", recovery: str = "revert it"
 
 def outcome(state: Any, validation: dict[str, Any], **extra: Any) -> Any:
     command = {"operation": "outcome", "observed": None, **extra}
-    kind = machine.observation_needed(state, command, validation)
+    kind = session.observation_needed(state, command, validation)
     observed = {kind: observation(kind)} if kind else {}
     return machine.transition(state, command, facts(validation=validation, **observed))
 
@@ -121,13 +121,14 @@ def complete(state: Any, terminal: str, validation: dict[str, Any] | None = None
     extra: dict[str, Any] = {}
     if validation is not None:
         extra["validation"] = validation
-        kind = machine.observation_needed(state, command, validation)
+        kind = session.observation_needed(state, command, validation)
         if kind:
             extra[kind] = observation(kind)
     return machine.transition(state, command, facts(**extra))
 
 
 def in_phase(phase: str, *, final: bool = False) -> dict[str, Any]:
+    state: dict[str, Any]
     state, _ = init()
     if final:
         state, _ = bind_final(state)
@@ -434,13 +435,13 @@ def test_the_first_failing_outcome_keeps_the_problem_as_it_stood() -> None:
     state, _ = plan(init()[0])
     command = {"operation": "outcome", "observed": {"errors": 3}}
     failed, _ = machine.transition(state, command, facts(validation=verdict(False), problem="p1"))
-    assert failed["problem_observed"] == "p1"
+    assert failed is not None and failed["problem_observed"] == "p1"
     again, _ = machine.transition(
         failed,
         command,
         facts(validation=verdict(False), problem="p2", reflect_base=observation("reflect_base")),
     )
-    assert again["problem_observed"] == "p1"
+    assert again is not None and again["problem_observed"] == "p1"
 
 
 # --- rows 19–25: complete -----------------------------------------------------------------
@@ -524,9 +525,10 @@ def test_rows24_25_other_terminals_close_from_every_phase(phase: str, terminal: 
 def test_a_summary_is_kept_and_a_blank_one_is_not() -> None:
     base = {"operation": "complete", "terminalState": "environment_compromised"}
     kept, events = machine.transition(in_phase("IDLE"), {**base, "summary": "s"}, facts())
-    assert kept["summary"] == events[0]["payload"]["summary"] == "s"
+    assert kept is not None and kept["summary"] == events[0]["payload"]["summary"] == "s"
     blank, events = machine.transition(in_phase("IDLE"), {**base, "summary": "  "}, facts())
-    assert blank["summary"] is None and "summary" not in events[0]["payload"]
+    assert blank is not None and blank["summary"] is None
+    assert "summary" not in events[0]["payload"]
 
 
 # --- rows 26–28: note, reads, no session --------------------------------------------------
@@ -540,6 +542,7 @@ def test_row26_note_changes_no_phase_and_no_version(phase: str) -> None:
         {"operation": "note", "thought": "saw it twice", "kind": "evidence"},
         facts(data_digest="a" * 64),
     )
+    assert state is not None
     assert state["version"] == before["version"]
     assert state["phase"] == phase
     assert state["note_count"] == 1
@@ -594,13 +597,14 @@ def test_row28_without_an_active_session_only_init_and_status_work(
 
 def test_rollback_records_pre_rollback_keeps_the_phase_and_bumps_the_version() -> None:
     before = in_phase("RECOVERY")
-    label = machine.next_checkpoint_label(before, "pre_rollback")
+    label = session.next_checkpoint_label(before, "pre_rollback")
     state, events = machine.transition(
         before,
         {"operation": "rollback", "label": "initial"},
         facts(pre_rollback=observation(label)),
     )
     assert label == "pre_rollback_1"
+    assert state is not None
     assert state["phase"] == "RECOVERY"
     assert state["version"] == before["version"] + 1
     assert state["checkpoints"][-1]["label"] == "pre_rollback_1"
@@ -612,24 +616,25 @@ def test_rollback_records_pre_rollback_keeps_the_phase_and_bumps_the_version() -
 def test_rollback_of_an_unknown_or_unrestorable_checkpoint_is_refused() -> None:
     state = in_phase("IDLE")
     with pytest.raises(NotFound) as caught:
-        machine.check(state, {"operation": "rollback", "label": "checkpoint_7"})
+        refusals.check(state, {"operation": "rollback", "label": "checkpoint_7"})
     assert caught.value.code == "CHECKPOINT_NOT_FOUND"
     state["checkpoints"][0]["restorable"] = False
     with pytest.raises(Refused) as refused_:
-        machine.check(state, {"operation": "rollback", "label": "initial"})
+        refusals.check(state, {"operation": "rollback", "label": "initial"})
     assert refused_.value.code == "CHECKPOINT_NOT_RESTORABLE"
 
 
 def test_irreversible_steps_after_a_checkpoint_are_named() -> None:
     command = dict(plan_command(), irreversible=True)
     state, _ = machine.transition(in_phase("IDLE"), command, dict(plan_facts(), now=LATER))
-    assert [s["step_id"] for s in machine.irreversible_after(state, observation("x"))] == ["step_1"]
-    assert machine.irreversible_after(state, observation("x", at=LATER)) == []
+    assert state is not None
+    assert [s["step_id"] for s in session.irreversible_after(state, observation("x"))] == ["step_1"]
+    assert session.irreversible_after(state, observation("x", at=LATER)) == []
 
 
 def test_forbidden_keys_fold_case_width_and_whitespace() -> None:
-    assert machine.forbidden_key("  Ｒｅｓｔａｒｔ\u00a0the\n\nSERVICE ") == "restart the service"
-    assert machine.forbidden_key("Straße") == machine.forbidden_key("STRASSE")
+    assert session.forbidden_key("  Ｒｅｓｔａｒｔ\u00a0the\n\nSERVICE ") == "restart the service"
+    assert session.forbidden_key("Straße") == session.forbidden_key("STRASSE")
 
 
 # --- properties ---------------------------------------------------------------------------
@@ -681,8 +686,12 @@ def commands(draw: st.DrawFn) -> dict[str, Any]:
     if operation == "note":
         return {"operation": "note", "thought": "t", "kind": "observation"}
     if operation == "complete":
-        terminal = draw(st.sampled_from(machine.TERMINAL_STATES))
-        command = {"operation": "complete", "terminalState": terminal, "summary": "s"}
+        terminal = draw(st.sampled_from(session.TERMINAL_STATES))
+        command: dict[str, Any] = {
+            "operation": "complete",
+            "terminalState": terminal,
+            "summary": "s",
+        }
         if terminal == "insufficient_information":
             command["missing"] = ["m"]
         return command
@@ -743,7 +752,7 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
         if operation in ("status", "resume"):
             assert events == [] and state is before
             continue
-        superseding = operation == "init" and machine.is_active(before)
+        superseding = operation == "init" and session.is_active(before)
         assert len(events) == (2 if superseding else 1)
         # resolved only through a passing final validator on this very call
         if state["status"] == "resolved":
@@ -755,7 +764,7 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
         # the agent binds a final validator once, before any outcome, and never one that
         # passed on the problem as it stood
         if operation == "bind_final_validator":
-            assert before["finalValidator"] is None and not machine.has_outcome(before)
+            assert before["finalValidator"] is None and not session.has_outcome(before)
             assert not validation["pass"]
         # REFLECT is left only by reflect or a terminal
         if before["phase"] == "REFLECT" and state["phase"] != "REFLECT":
@@ -766,8 +775,8 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
         )
         if operation == "plan":
             keys = {entry["key"] for entry in before["forbidden_moves"]}
-            assert machine.forbidden_key(command["primary"]) not in keys
-            assert machine.forbidden_key(command["recovery"]) not in keys
+            assert session.forbidden_key(command["primary"]) not in keys
+            assert session.forbidden_key(command["recovery"]) not in keys
         # every write bumps the version, except a note
         expected = before["version"] + (0 if operation == "note" else 1)
         assert state["version"] == expected
@@ -784,11 +793,11 @@ def test_no_sequence_breaks_the_protocol(script: list[tuple[dict[str, Any], Any]
     ],
 )
 def test_forbidden_keys_fold_look_alikes_from_other_scripts(look_alike: str) -> None:
-    assert machine.forbidden_key(look_alike) == machine.forbidden_key("raise the retry count")
+    assert session.forbidden_key(look_alike) == session.forbidden_key("raise the retry count")
 
 
 def test_forbidden_keys_keep_different_moves_apart() -> None:
-    keys = {machine.forbidden_key(move) for move in ("git push", "git pull", "git push -f")}
+    keys = {session.forbidden_key(move) for move in ("git push", "git pull", "git push -f")}
     assert len(keys) == 3
 
 

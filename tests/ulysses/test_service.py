@@ -121,13 +121,20 @@ class Rig:
         row = self.conn.execute(
             "SELECT state_json FROM ulysses_sessions WHERE status = 'active'"
         ).fetchone()
-        return json.loads(row[0])
+        state: dict[str, Any] = json.loads(row[0])
+        return state
 
     def gate(self) -> tuple[dict[str, Any], int] | None:
         row = self.conn.execute(
             "SELECT state_json, updated_seq FROM gate_state WHERE part = 'ulysses'"
         ).fetchone()
         return None if row is None else (json.loads(row[0]), row[1])
+
+    def gate_state(self) -> dict[str, Any]:
+        """The state the gate reads, which must have been written."""
+        found = self.gate()
+        assert found is not None
+        return found[0]
 
     def init(self, problem: str = "the login test flakes", **extra: Any) -> dict[str, Any]:
         return self.service.init({"problem": problem, **extra})
@@ -247,7 +254,7 @@ def test_superseding_init_closes_the_old_session_and_abandons_its_step(rig: Rig)
     ).fetchone()
     assert row[0] == "superseded"
     assert json.loads(row[1])["steps"][-1]["result"] == "abandoned"
-    assert rig.gate()[0] == {"session_id": fresh["session_id"], "phase": "IDLE"}
+    assert rig.gate_state() == {"session_id": fresh["session_id"], "phase": "IDLE"}
     assert rig.conn.execute("SELECT count(*) FROM lessons").fetchone()[0] == 0
 
 
@@ -354,7 +361,7 @@ def test_plan_pins_both_validators_by_digest_in_the_journal(rig: Rig) -> None:
         ).fetchone()
         assert row == ("ulysses", planned["subject"], role, pinned["snapshotHash"], planned["seq"])
     assert planned["payload"]["base"]["git_head"] == git(rig.root, "rev-parse", "HEAD")
-    assert rig.gate()[0]["phase"] == "PRIMARY"
+    assert rig.gate_state()["phase"] == "PRIMARY"
 
 
 def test_notebook_edits_after_plan_change_no_verdict(rig: Rig) -> None:
@@ -433,7 +440,7 @@ def test_outcome_walks_primary_recovery_and_reflect(rig: Rig) -> None:
     assert outcomes[1]["payload"]["reflect_base"]["label"] == "reflect_base"
     runs = rig.conn.execute("SELECT count(*) FROM validator_runs").fetchone()[0]
     assert runs == 2
-    assert rig.gate()[0]["phase"] == "REFLECT"
+    assert rig.gate_state()["phase"] == "REFLECT"
 
 
 def test_reflect_notices_a_changed_worktree_and_a_restated_hypothesis(rig: Rig) -> None:
@@ -528,7 +535,7 @@ def test_a_tampered_validator_runs_nothing_and_forces_reflect(
         rig,
         lambda: rig.plan("Raise the retry count", "a new fallback", primary_cell="marker"),
     )
-    assert rig.gate()[0]["phase"] == "IDLE"
+    assert rig.gate_state()["phase"] == "IDLE"
 
 
 def test_a_crash_between_run_and_commit_changes_nothing_and_the_call_can_repeat(
@@ -717,7 +724,7 @@ def test_a_tampered_final_validator_persists_reflect_then_refuses(rig: Rig) -> N
     assert state["steps"][-1]["result"] == "tampered"
     (event,) = rig.events("ulysses.validator_tampering")
     assert (event["payload"]["role"], event["payload"]["kind"]) == ("final", "blob_missing")
-    assert rig.gate()[0]["phase"] == "REFLECT"
+    assert rig.gate_state()["phase"] == "REFLECT"
     assert rig.events("ulysses.completed") == []
 
 

@@ -20,7 +20,7 @@ from ithaca.validators.notebooks import NotebookService
 @pytest.fixture
 def settings() -> dict[str, Any]:
     """``validators`` settings with a wall clock and grace short enough for timeout tests."""
-    values = defaults()["validators"]
+    values: dict[str, Any] = defaults()["validators"]
     values.update(timeout_s=2, grace_s=0.2)
     return values
 

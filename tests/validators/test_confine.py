@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from textwrap import dedent
+from typing import Any
 
 import pytest
 from tests import needs
@@ -217,12 +218,12 @@ def test_without_bubblewrap_a_run_is_refused_unless_the_user_opted_out(
     assert written.exists()  # as the diagnostic says: unconfined
 
 
-def _doctor_and_status(root: Path) -> tuple[dict, dict]:
+def _doctor_and_status(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     import json
 
     from click.testing import CliRunner
 
-    from ithaca.cli.main import cli
+    from ithaca.cli.entry import cli
 
     doctor = CliRunner().invoke(cli, ["--project", str(root), "doctor", "--json"])
     status = CliRunner().invoke(cli, ["--project", str(root), "status", "--json"])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ithaca.app import IthacaProject
 from ithaca.kernel import journal
 from ithaca.kernel.errors import IthacaError
-from ithaca.validators import notebooks as notebooks_module
+from ithaca.validators import notebook_arguments
 from ithaca.validators.notebooks import NotebookService
 
 PASSING = "from tb_validate import observed, pass_, fail\n" + (
@@ -680,7 +680,7 @@ JSON_VALUES = st.recursive(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    operation=st.sampled_from(notebooks_module.OPERATIONS),
+    operation=st.sampled_from(notebook_arguments.OPERATIONS),
     base=st.fixed_dictionaries(
         {},
         optional={
@@ -710,7 +710,7 @@ def test_malformed_operations_raise_coded_errors_and_leave_the_journal_alone(
     if operation == "run_cell":
         arguments.pop("observed", None)  # no run: the refusal must come first
     before = journal_length(project)
-    fields = notebooks_module.FIELDS[operation]
+    fields = notebook_arguments.FIELDS[operation]
     well_formed = all(
         name in fields or name == "session" for name in arguments if name != "operation"
     )

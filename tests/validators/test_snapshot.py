@@ -14,7 +14,7 @@ from ithaca.kernel.errors import Corrupt, InvalidInput, Refused
 from ithaca.validators import runtimes, snapshot
 from ithaca.validators.notebooks import NotebookService
 
-GOLDEN = {
+GOLDEN: dict[str, Any] = {
     "schema": "ithaca.validator-snapshot/1",
     "language": "python",
     "mode": "judge",

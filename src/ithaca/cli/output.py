@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ithaca.kernel.errors import IthacaError
+from ithaca.kernel import IthacaError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 

@@ -36,15 +36,8 @@ from ithaca.delivery.records import baseline, changes, decisions
 from ithaca.delivery.schemas import ids
 from ithaca.delivery.schemas.dialect import array, check, obj, text
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import (
-    Outcome,
-    Plan,
-    Rename,
-    Stale,
-    TrackedWrite,
-    Units,
-    flat,
-)
+from ithaca.delivery.units.plans import Outcome, Plan, Rename, Stale, TrackedWrite, flat
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import canon, clock, journal
 from ithaca.kernel.errors import Conflict, NotFound
 from ithaca.kernel.project import Project
@@ -81,7 +74,7 @@ ARCHIVE_SCHEMA: dict[str, Any] = obj(
 )
 
 
-def archive(
+def archive_change(
     project: Project, store: Store, config: dict[str, Any], arguments: Any
 ) -> dict[str, Any]:
     """``archive {change_id, payload, idempotency_key}`` → ``{change, archive,

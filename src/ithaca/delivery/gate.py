@@ -11,31 +11,18 @@ PreCompact: the breadcrumb, with the change and task it names, is written to
 ``.runtime/recovery/precompact-<host session>.json``. Deciding never writes: the file is
 written in the dispatcher's commit phase (``commit``).
 
-PreToolUse: the kernel guard already denies every agent write under ``.ithaca/``; this
-gate adds, for delivery's managed files, which file it is and which tool changes it. It
-denies with the same effect, so the host sees both reasons. Bash is judged command by
-command: a command naming a managed file, as a write target or any argument, is denied
-unless it is read-only or a Git operation that merges or records (the merge driver keeps
-the ledger whole).
+PreToolUse: for delivery's managed files, which file a call would change and which tool
+changes it (``ithaca.delivery.managed_files``).
 
-PreToolUse also keeps each execution session's places its own. The work folder
-``.ithaca-work/`` holds one worktree (``worktrees/<sid>/``, and run-plan's
-``worktrees/plan-<change>/``) and one output folder (``outputs/<sid>/``) per session; a
-session's write allowances (``write_allowances`` rows owned by ``delivery:<sid>``) are
-its worktree and its output. A write there — a file tool's target or a shell write
-target, as the classifier reports it — is allowed only inside an allowance of a session
-acting for this call (below); anything else there is ``SESSION_WRITE_DENIED``, naming
-whose folder it is. A target the shell decides (``$X/…``) is judged by the literal part
-after ``.ithaca-work/`` when it names one, else where the call stands when that is in
-the work folder; a glob by the folder it starts in (``..`` after it followed); an
-existing symlink by itself and by where it leads. The same ownership holds for the
-allowances the kernel guard honours under ``.ithaca/`` (the places of sessions from
-before the work folder): this gate registers ``acting_holders`` with
+PreToolUse also keeps each execution session's places its own: a write into the work
+folder ``.ithaca-work/`` outside the places of the sessions acting for this call (below)
+is ``SESSION_WRITE_DENIED`` (``ithaca.delivery.sessions.places``). The same ownership
+holds for the allowances the kernel guard honours under ``.ithaca/`` (the places of
+sessions from before the work folder): this gate registers ``acting_holders`` with
 ``ithaca.kernel.allowances``, and the guard counts a ``delivery:<sid>`` allowance only
 when ``<sid>`` acts for the call. The kernel asks through that registry and never
 imports delivery; the dispatcher imports every gate before it asks any, so the
-registration is in place. These checks read the call's text, like the guard: an inline
-script (``python -c``) that writes there is not seen.
+registration is in place.
 
 PostToolUse and Stop (and PreCompact): the acting execution session's lease is renewed
 (``leases.renew``), at most once a minute, so an interactive session that keeps working
@@ -49,7 +36,8 @@ their own savepoint: a failure is reported on standard error and never changes t
 host's flow or the other gates' writes.
 
 Reads are SQL with ``json_extract``; the module imports only the standard library, the
-kernel, the standard-library-only breadcrumb renderer and ``leases``.
+kernel, ``managed_files``, ``sessions.places``, the standard-library-only breadcrumb
+renderer and ``leases``.
 """
 
 from __future__ import annotations
@@ -59,7 +47,6 @@ import sys
 
 from ithaca.kernel import allowances, ids
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
-from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,7 +54,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-    from ithaca.kernel.call import Call, SimpleCommand
+    from ithaca.kernel.call import Call
 
 EVENTS = ("SessionStart", "PreCompact", "PreToolUse", "PostToolUse", "Stop")
 HEARTBEAT_EVENTS = ("PreCompact", "PostToolUse", "Stop")
@@ -81,10 +68,6 @@ SNAPSHOT_NOTE = (
     "(From the snapshot taken before compaction: the state database could not be read;"
     " run `ithaca doctor`.)"
 )
-# Git operations that may touch managed files: merges run the ledger's merge driver,
-# and staging or committing changes no file in the checkout.
-GIT_PASSING = frozenset({"merge", "pull", "rebase", "add", "commit"})
-_GIT_GLOBAL_VALUES = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 
 _CHANGE = (
     "SELECT id, kind, status FROM delivery_changes"
@@ -133,7 +116,6 @@ _WORKTREES = (
     "SELECT id, worktree_path FROM delivery_sessions"
     " WHERE status = 'running' AND worktree_path IS NOT NULL ORDER BY id"
 )
-_SESSION = "SELECT task_id, status FROM delivery_sessions WHERE id = ?"
 _UNBOUND = (
     "SELECT 1 FROM delivery_sessions WHERE id = ? AND status = 'running'"
     " AND host_session_id IS NULL"
@@ -150,12 +132,28 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.event == "SessionStart":
         return _session_start(ctx)
     if ctx.event == "PreToolUse" and call is not None:
-        return _session_places(call, ctx) or _managed_files(call, ctx)
+        return _judge_writes(call, ctx)
     if ctx.event == "PreCompact":
         _prepare_snapshot(ctx)
     if ctx.event in HEARTBEAT_EVENTS and ctx.conn is not None:
         _prepare_heartbeat(ctx)
     return ABSTAIN
+
+
+def _judge_writes(call: Call, ctx: GateContext) -> Opinion:
+    """A call's writes into the work folder and into managed files; each check is loaded
+    only for the calls it can concern (every import costs every hook call)."""
+    if call.write_targets:
+        from ithaca.delivery.sessions import places
+
+        denied = places.judge(call, ctx)
+        if denied is not None:
+            return denied
+    if call.tool_class not in ("edit", "shell"):
+        return ABSTAIN
+    from ithaca.delivery import managed_files
+
+    return managed_files.judge(call, ctx)
 
 
 def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | None:
@@ -396,213 +394,6 @@ def _renew(ctx: GateContext, conn: sqlite3.Connection, bind: list[str], beat: li
         conn.execute("ROLLBACK TO delivery_leases")
         print(f"Ithaca delivery: the session heartbeat failed: {exc}", file=sys.stderr)
     conn.execute("RELEASE delivery_leases")
-
-
-# ---- the sessions' places ------------------------------------------------------------
-
-_SHELL_DECIDED = ("$", "`")
-_GLOB = ("*", "?", "[")
-_ANY_DECIDED = (*_SHELL_DECIDED, *_GLOB)
-SESSION_WRITE_DENIED = "SESSION_WRITE_DENIED"
-
-
-def _session_places(call: Call, ctx: GateContext) -> Opinion | None:
-    """Deny a write into the work folder outside the places of the sessions acting for
-    this call; None when every target is elsewhere or allowed."""
-    assert ctx.project is not None
-    work = ctx.project.work_dir
-    allowed: list[str] | None = None
-    for target in call.write_targets:
-        for reach in _work_reaches(target, call.cwd, ctx.project.root, work):
-            if allowed is None:
-                allowed = allowances.counted(ctx)
-            if not any(_inside(reach, place) for place in allowed):
-                why = _not_yours(target, reach, work, ctx)
-                return Opinion("deny", SESSION_WRITE_DENIED, why)
-    return None
-
-
-def _work_reaches(target: str, cwd: str, root: str, work: str) -> list[str]:
-    """The places in the work folder that ``target`` may write: a path, or the folder a
-    glob or an unknown part could spread over, and for an existing symlink also where it
-    leads (writing through it writes there); none when it lies outside the work folder."""
-    here = os.path.realpath(cwd) if cwd else root
-    if _decided(target, _SHELL_DECIDED):
-        named = target.rfind(WORK_DIR_NAME)
-        if named < 0:
-            return [here] if _inside(here, work) else []
-        path = work + target[named + len(WORK_DIR_NAME) :]
-    elif _decided(target, _GLOB):
-        path = os.path.join(here, target)  # kept as written: the shell expands it in cwd
-    else:
-        path = os.path.join(root, target)
-        if os.path.islink(path):  # the link itself, and where it leads
-            found = (_reach(path, work), _reach(os.path.realpath(path), work))
-            return [place for place in found if place is not None]
-    reach = _reach(path, work)
-    return [] if reach is None else [reach]
-
-
-def _reach(path: str, work: str) -> str | None:
-    """The place in the work folder an absolute ``path`` may write, None when outside.
-
-    ``..`` is followed component by component: after a glob component it climbs one level
-    (a glob never spans a ``/``), after a substitution it may climb anywhere below the
-    work folder, since it was named. The place is the path's literal part, up to its
-    first glob or substitution."""
-    kept: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part != "..":
-            kept.append(part)
-        elif any(_decided(found, _SHELL_DECIDED) for found in kept):
-            return work
-        elif kept:
-            kept.pop()
-    cut = next((i for i, part in enumerate(kept) if _decided(part, _ANY_DECIDED)), len(kept))
-    literal = "/" + "/".join(kept[:cut])
-    if cut < len(kept) and literal == os.path.dirname(work):
-        from ithaca.kernel.globmatch import fnmatchcase
-
-        first = kept[cut]
-        if first.startswith(".") and fnmatchcase(WORK_DIR_NAME, first):
-            return work  # `.ithaca-w*`: the whole work folder
-    return literal if _inside(literal, work) else None
-
-
-def _decided(part: str, marks: tuple[str, ...]) -> bool:
-    return any(mark in part for mark in marks)
-
-
-def _not_yours(target: str, reach: str, work: str, ctx: GateContext) -> str:
-    parts = os.path.relpath(reach, work).split(os.sep)
-    kind = {"worktrees": "worktree", "outputs": "output folder"}.get(parts[0])
-    name = parts[1] if kind is not None and len(parts) > 1 else None
-    ours = "a host session writes only in the worktree and output folder of the execution"
-    ours += " session it works in"
-    if name is not None and name.startswith("plan-") and kind == "worktree":
-        return (
-            f"Ithaca delivery: {target} is in the integration worktree of run-plan for change"
-            f" {name[len('plan-') :]}, which only `ithaca run-plan` writes; {ours}."
-        )
-    row = None
-    if name is not None and ids.matches("ses", name) and ctx.conn is not None:
-        row = ctx.conn.execute(_SESSION, (name,)).fetchone()
-    if row is not None:
-        return (
-            f"Ithaca delivery: {target} is in the {kind} of execution session {name} (task"
-            f" {row[0]}, {row[1]}), which does not act for this call: {ours}. Work on your own"
-            " task (`session admission`, then `session acquire`), or ask the user."
-        )
-    return (
-        f"Ithaca delivery: {target} reaches into {WORK_DIR_NAME}/, where Ithaca keeps each"
-        " execution session's worktree and output folder, and no session acting for this call"
-        " owns it;"
-        f" {ours} (`session acquire` gives them)."
-    )
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-# ---- managed files -------------------------------------------------------------------
-
-
-def managed_reason(relpath: str, shown: str) -> str | None:
-    """Why the file at ``relpath`` (POSIX, relative to the state root) is Ithaca's to
-    write and which tool changes it; None for paths delivery does not manage."""
-    parts = relpath.split("/")
-    if relpath == "tasks/tasks.json":
-        return (
-            f"Ithaca delivery: {shown} is the team ledger; tasks change through `record`"
-            " and the ledger only through the `sync` tool (`ithaca sync`)."
-        )
-    if parts[:2] == ["changes", "archive"]:
-        return f"Ithaca delivery: {shown} belongs to an archived change, which is immutable."
-    decision_folder = parts[:2] == ["decisions", "baseline"] or (
-        parts[:2] == ["changes", "active"] and len(parts) >= 4 and parts[3] == "decisions"
-    )
-    if decision_folder:
-        return (
-            f"Ithaca delivery: {shown} holds Decision Records, written once by `record`"
-            " decision (accept or defer); to change a decision, record one that supersedes it."
-        )
-    if parts[:2] == ["changes", "active"] and len(parts) == 4:
-        if parts[3] in ("plan.json", "plan.md"):
-            return (
-                f"Ithaca delivery: {shown} is written by the `checkpoint` tool when a plan is"
-                " accepted; change the tasks with `record` and accept a new plan checkpoint."
-            )
-        if parts[3] in ("intent.md", "diagnosis.md"):
-            return (
-                f"Ithaca delivery: {shown} is the change contract; change it with `record`"
-                " change_contract (revise)."
-            )
-    return None
-
-
-def _managed_files(call: Call, ctx: GateContext) -> Opinion:
-    if call.tool_class not in ("edit", "shell"):
-        return ABSTAIN
-    targets = list(call.write_targets)
-    if call.tool_class == "shell":
-        targets.extend(_named_paths(call, ctx))
-    reasons: list[str] = []
-    for target in targets:
-        reason = _reason_for(target, ctx)
-        if reason is not None and reason not in reasons:
-            reasons.append(reason)
-    if not reasons:
-        return ABSTAIN
-    return Opinion("deny", "DELIVERY_MANAGED_FILE", "\n".join(reasons))
-
-
-def _reason_for(target: str, ctx: GateContext) -> str | None:
-    assert ctx.project is not None
-    state_root = ctx.project.state_root
-    path = os.path.normpath(os.path.join(ctx.project.root, target))
-    if not path.startswith(state_root.rstrip(os.sep) + os.sep):
-        return None
-    relpath = os.path.relpath(path, state_root).replace(os.sep, "/")
-    shown = f"{os.path.basename(state_root) or STATE_DIR_NAME}/{relpath}"
-    return managed_reason(relpath, shown)
-
-
-def _named_paths(call: Call, ctx: GateContext) -> list[str]:
-    """Every argument of a shell command that may change what it names, as a path the
-    classifier would report; read-only commands and passing Git operations name nothing."""
-    from ithaca.kernel.classify import resolve_target
-    from ithaca.kernel.shell import ParsedShell, is_read_only, ithaca_invocation
-
-    assert ctx.project is not None
-    settings = ctx.config["ulysses"]
-    root = ctx.project.root
-    named: list[str] = []
-    for command in call.commands:
-        if ithaca_invocation(command) is not None or _git_passes(command):
-            continue
-        if is_read_only(
-            ParsedShell((command._replace(redirects=()),)),  # redirects are write targets
-            tests_are_read_only=settings["tests_are_read_only"],
-            extra_read_only=tuple(settings["read_only_commands"]),
-        ):
-            continue
-        for word in command.argv[1:]:
-            if word and not word.startswith("-"):
-                named.append(resolve_target(word, call.cwd, root))
-    return named
-
-
-def _git_passes(command: SimpleCommand) -> bool:
-    if command.program != "git":
-        return False
-    argv = command.argv
-    index = 1
-    while index < len(argv) and argv[index].startswith("-"):
-        index += 2 if argv[index] in _GIT_GLOBAL_VALUES else 1
-    return index < len(argv) and argv[index] in GIT_PASSING
 
 
 def _breadcrumb() -> ModuleType:

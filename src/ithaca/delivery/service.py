@@ -26,10 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from ithaca.delivery import archive
+from ithaca.delivery.checkpoints import request as checkpoint_request
 from ithaca.delivery.checkpoints import tool as checkpoints
 from ithaca.delivery.context import tool as context
 from ithaca.delivery.contract import Diagnostic, diagnostic
-from ithaca.delivery.doctor import checks as doctor
+from ithaca.delivery.doctor import tool as doctor
 from ithaca.delivery.ledger.projection import checkpoint_record_id
 from ithaca.delivery.records import tool_batch as record
 from ithaca.delivery.sessions import tool as sessions
@@ -87,7 +88,7 @@ class DeliveryService:
         """``archive {change_id, payload, idempotency_key}`` (reference §10)."""
         change_id = arguments.get("change_id") if isinstance(arguments, dict) else None
         imported = self._import([f"change:{change_id}"] if isinstance(change_id, str) else [])
-        answer = archive.archive(self.project, self.store, self.config, arguments)
+        answer = archive.archive_change(self.project, self.store, self.config, arguments)
         return self._around(answer, imported, publish=not answer.get("replayed"))
 
     def context(self, arguments: Any) -> dict[str, Any]:
@@ -96,7 +97,7 @@ class DeliveryService:
 
     def checkpoint(self, arguments: Any) -> dict[str, Any]:
         """``checkpoint {stage, scope, operation?, payload?, idempotency_key}`` (§7)."""
-        request = checkpoints.parse(arguments)
+        request = checkpoint_request.parse(arguments)
         imported = self._import(_checkpoint_records(request))
         answer = checkpoints.checkpoint(
             self.project, self.store, self.config, arguments, units=self.units
@@ -126,6 +127,56 @@ class DeliveryService:
         """``doctor {operation: inspect|repair}`` (§11)."""
         return doctor.doctor(self.project, self.store, self.config, arguments)
 
+    # --- the user's operations (the CLI, after its own confirmation) ----------------------
+
+    def set_up(self) -> list[str]:
+        """``ithaca init``'s share for delivery: templates and the team ledger."""
+        from ithaca.delivery.setup import set_up
+
+        return set_up(self.project, self.store, self.units)
+
+    def run_plan(
+        self, change_id: str, *, max_parallel: int | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """``ithaca run-plan CHANGE``: run or resume the change's accepted plan (§9.6)."""
+        from ithaca.delivery.run_plan.dispatcher import run_plan
+
+        return run_plan(
+            self.project,
+            self.store,
+            self.config,
+            change_id,
+            max_parallel=max_parallel,
+            dry_run=dry_run,
+        )
+
+    def reset_circuit(self, task_id: str) -> dict[str, Any]:
+        """``ithaca session reset-circuit TASK``: the task may run again (§9.5)."""
+        from ithaca.delivery.sessions.close import reset_circuit
+
+        return reset_circuit(self.store, task_id)
+
+    def ledger_edits(self) -> tuple[str, int, list[str]]:
+        """The hand edits in the ledger file, for the user to review before a rehash:
+        ``(state digest, how many records, the diff lines)``."""
+        from ithaca.delivery.sync import rehash
+
+        edits = rehash.read_edits(self.project)
+        lines = list(rehash.diff(self.project, self.store, edits))
+        return edits.ledger.state_digest, len(edits.edited), lines
+
+    def rehash(self, state_digest: str, idempotency_key: str) -> dict[str, Any]:
+        """``sync import --rehash``: accept the reviewed hand edits (user only, §8.2)."""
+        return sync.rehash(
+            self.project, self.store, self.config, state_digest, idempotency_key, units=self.units
+        )
+
+    def register_merge_driver(self, command: str | None = None) -> list[str]:
+        """Register the ledger's Git merge driver; what it changed (§8.3)."""
+        from ithaca.delivery.ledger.driver_setup import register
+
+        return register(self.project, command)
+
     # --- the team ledger around the tools --------------------------------------------------
 
     def _import(self, touched: list[str]) -> list[Diagnostic]:
@@ -137,7 +188,7 @@ class DeliveryService:
             notes = [diagnostic(exc.code, "needs_attention", exc.message)]
         if touched and any(note["code"] in CONFLICT_CODES for note in notes):
             with self.store.read() as conn:
-                found = sync_inspect.inspect(conn, self.project)
+                found = sync_inspect.inspect_ledger(conn, self.project)
             conflicted = {f"{clash['type']}:{clash['id']}" for clash in found["conflicts"]}
             hit = sorted(set(touched) & conflicted)
             if hit:
@@ -178,7 +229,7 @@ def _entry_records(entry: record.Entry) -> list[str]:
     return found
 
 
-def _checkpoint_records(request: checkpoints.Request) -> list[str]:
+def _checkpoint_records(request: checkpoint_request.Request) -> list[str]:
     """The ledger records a checkpoint changes: its own, and a plan's change (plan.json)."""
     scope = request.scope
     if "task_id" in scope:

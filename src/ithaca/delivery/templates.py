@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import Outcome, Plan, TrackedWrite, Units
+from ithaca.delivery.units.plans import Outcome, Plan, TrackedWrite
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import canon, journal
 
 TASK_OUTPUT_PATH = "reports/templates/task-output.schema.json"

@@ -14,6 +14,7 @@ import subprocess
 from typing import Any
 
 from ithaca.demo import Stage, expect, script
+from ithaca.kernel import git
 
 # The team's verification, configured as a clone brings it (the project has no test runner).
 CHECK = "python3 check_greet.py"
@@ -35,7 +36,8 @@ def play(stage: Stage) -> None:
     say = stage.say
     root = stage.root
     say("== Scene 1: a coding turn under protocols ==")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    made = git.run_text(["init", "-q", str(root)], timeout=None)
+    expect(made.returncode == 0, f"git init failed: {made.stderr.strip()}")
     (root / "greet.py").write_text('def greet(name):\n    return "Hello " + name\n')
     # The team's rule is in the repository before `ithaca init`, as a clone brings it: what
     # init finds is what the effect check accepts (a later edit would need the user's lift).

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ithaca.demo import Stage, expect, script
+from ithaca.kernel import git as git_binary
 
 CHANGE = "shout-greeting"
 OURS = "T-3"
@@ -356,13 +357,10 @@ def cli(stage: Stage, *args: str) -> dict[str, Any]:
     return answer
 
 
-def git(
-    stage: Stage, where: Path, *args: str, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["git", "-c", "commit.gpgsign=false", "-C", str(where), *args],
-        capture_output=True,
-        text=True,
+def git(stage: Stage, where: Path, *args: str, check: bool = True) -> git_binary.TextResult:
+    done = git_binary.run_text(
+        ["-c", "commit.gpgsign=false", *args],
+        cwd=str(where),
         env={**stage.env(), **GIT_IDENTITY},
         timeout=60,
     )

@@ -109,7 +109,7 @@ class Pursuit:
         """A call, carrying its tool-use id in ``_meta`` as Claude Code does when the
         PreToolUse hook saw it (the server then binds the session from the hook's ticket)."""
         meta = {"claudecode/toolUseId": call_id} if call_id else None
-        result = await self.client.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
+        result = await self.client.call_tool(name, arguments, meta=meta)
         expect(not result.is_error, f"{name}: {result.content}")
         structured = result.structured_content
         assert isinstance(structured, dict)
@@ -154,7 +154,7 @@ class Pursuit:
         }
         answer = self.stage.hook("PreToolUse", tool_name="Task", tool_input=task)
         effect, reason = decision(answer)
-        prompt = answer.get("hookSpecificOutput", {}).get("updatedInput", {}).get("prompt", "")
+        prompt: str = answer.get("hookSpecificOutput", {}).get("updatedInput", {}).get("prompt", "")
         expect(effect == "allow" and "nonce=" in prompt, f"dispatch not claimed: {reason}")
         expect(f"> {STEERING}" in prompt, f"the agent's words are not quoted: {prompt}")
         ticket = prompt.rsplit("\n", 1)[-1]
@@ -194,7 +194,7 @@ class Pursuit:
         effect, reason = decision(answer)
         expect(effect != "deny", f"the reviewer's submit_review was denied: {reason}")
         meta = {"claudecode/toolUseId": call_id}
-        return await self.client.call_tool("ultragoal", arguments, meta=meta)  # type: ignore[arg-type]
+        return await self.client.call_tool("ultragoal", arguments, meta=meta)
 
     async def reviewed(self, nonce: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
         """A review that read the change, accepted; its reduced verdict."""

@@ -19,19 +19,44 @@ from __future__ import annotations
 import os
 import sys
 
-from ithaca.kernel import clock, config, ids, lightjson
-from ithaca.kernel.call import Call
-from ithaca.kernel.connection import connect, sqlite, write_transaction
-from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.gates import DISPLACED, FAILED_CLOSED, GateContext, Opinion, combine
-from ithaca.kernel.migrations import LATEST_VERSION
-from ithaca.kernel.project import Project, find_project, pinned_project
+from ithaca.kernel import (
+    DISPLACED,
+    FAILED_CLOSED,
+    LATEST_VERSION,
+    Call,
+    GateContext,
+    IthacaError,
+    Opinion,
+    Project,
+    clock,
+    combine,
+    config,
+    connect,
+    find_project,
+    host_sessions,
+    ids,
+    lightjson,
+    pinned_project,
+    schema_version,
+    sqlite,
+    write_transaction,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
     from types import ModuleType
-    from typing import Any
+    from typing import Any, Protocol
+
+    class HostAdapter(Protocol):
+        """What a host's adapter module (``entry.HOSTS``) offers the dispatcher."""
+
+        HOST: str
+
+        def tool_call(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
+
+        def render(self, event: str, final: Opinion) -> tuple[str, int]: ...
+
 
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
 # The project folder Claude Code gives its hooks: the install's root, whatever the cwd.
@@ -92,8 +117,8 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
     return adapter.render(event, final)
 
 
-def _adapter(host: str) -> ModuleType:
-    from ithaca.hosts.main import HOSTS  # the one table of host adapters
+def _adapter(host: str) -> HostAdapter:
+    from ithaca.hosts.entry import HOSTS  # the one table of host adapters
 
     return _module(HOSTS[host])
 
@@ -114,8 +139,7 @@ def _open(project: Project) -> tuple[sqlite3.Connection | None, bool]:
     if not os.path.exists(project.db_path):
         return None, False
     conn = connect(project.db_path, set_wal=False)  # the store that made it set WAL
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    return conn, version == LATEST_VERSION
+    return conn, schema_version(conn) == LATEST_VERSION
 
 
 def _session_id(payload: dict[str, Any]) -> str | None:
@@ -132,18 +156,18 @@ def classified(ctx: GateContext, project: Project) -> Call:
 
 
 def _classify(
-    adapter: ModuleType,
+    adapter: HostAdapter,
     payload: dict[str, Any],
     project: Project,
     cwd: str,
     settings: dict[str, Any],
     session_id: str | None,
 ) -> Call:
-    from ithaca.kernel.classify import classify
+    from ithaca.kernel import classify_call
 
     tool_name, tool_input = adapter.tool_call(payload)
     agent_id = payload.get("agent_id")
-    return classify(
+    return classify_call(
         adapter.HOST,
         tool_name,
         tool_input,
@@ -170,9 +194,11 @@ def _parse_prompt(ctx: GateContext) -> None:
 
 
 def _gates(event: str) -> list[tuple[str, ModuleType]]:
-    from ithaca.hosts.gates import GATES
+    """The gates the parts' manifests register for ``event``, in the parts' order; a
+    module is imported only for the events it handles."""
+    from ithaca.kernel import collected
 
-    return [(name, _module(name)) for name, events in GATES if event in events]
+    return [(name, _module(name)) for name, events in collected("GATES") if event in events]
 
 
 def _decide(ctx: GateContext, call: Call | None, config_error: IthacaError | None) -> Opinion:
@@ -208,7 +234,9 @@ def _commit(ctx: GateContext, call: Call | None, final: Opinion) -> Opinion:
     try:
         with write_transaction(conn):
             if ctx.session_id:
-                _touch_session(conn, ctx)
+                host_sessions.touch(
+                    conn, ctx.host, ctx.session_id, ctx.now, ended=ctx.event == "SessionEnd"
+                )
             overruled = []
             for _, gate in _gates(ctx.event):
                 commit = getattr(gate, "commit", None)
@@ -220,20 +248,6 @@ def _commit(ctx: GateContext, call: Call | None, final: Opinion) -> Opinion:
         return failed if failed.effect in ("deny", "block") else final
     # A commit may find the world changed since its decide (a race lost): it says so.
     return combine([final, *(opinion for opinion in overruled if opinion is not None)])
-
-
-def _touch_session(conn: sqlite3.Connection, ctx: GateContext) -> None:
-    conn.execute(
-        "INSERT INTO host_sessions (host, host_session_id, first_seen_at, last_seen_at)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT(host, host_session_id) DO UPDATE SET"
-        " last_seen_at = excluded.last_seen_at",
-        (ctx.host, ctx.session_id, ctx.now, ctx.now),
-    )
-    if ctx.event == "SessionEnd":
-        conn.execute(
-            "UPDATE host_sessions SET ended_at = ? WHERE host = ? AND host_session_id = ?",
-            (ctx.now, ctx.host, ctx.session_id),
-        )
 
 
 def _failure(

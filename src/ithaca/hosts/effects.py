@@ -18,14 +18,13 @@ running at all before they looked (the host's sandbox is the wall for that).
 
 from __future__ import annotations
 
-from ithaca.kernel import anchor, fingerprint, journal, lockdown
-from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
+from ithaca.kernel import ABSTAIN, GateContext, Opinion, anchor, fingerprint, journal, lockdown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ithaca.kernel.call import Call
+    from ithaca.kernel import Call
 
 EVENTS = ("PreToolUse", "PostToolUse")
 _SEEN = "effects"

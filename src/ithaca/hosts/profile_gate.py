@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 
-from ithaca.kernel import lightjson
-from ithaca.kernel.gates import GateContext, Opinion
+from ithaca.kernel import GateContext, Opinion, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ithaca.kernel.call import Call
+    from ithaca.kernel import Call
 
 EVENTS = ("SessionStart",)
 UNSANDBOXED_CONTEXT = (

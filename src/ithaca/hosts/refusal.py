@@ -9,14 +9,14 @@ it failed closed; the gate's reason, which says what to do next, follows.
 
 from __future__ import annotations
 
-from ithaca.kernel.gates import FAILED_CLOSED, Opinion
+from ithaca.kernel import FAILED_CLOSED, Opinion
 
 LEAD = "Refused by Ithaca policy"
 ASK_LEAD = "Ithaca policy asks the user to confirm this call"
 BLOCK_LEAD = "Held by Ithaca policy"
 
 
-def refusal(final: Opinion, lead: str = LEAD) -> str:
+def refusal_text(final: Opinion, lead: str = LEAD) -> str:
     """``final``'s reason under the lead that tells policy from a failure (a block's
     reason, which the host hands the model as its next instruction, on a line of its own)."""
     reason = (final.reason or "").strip()

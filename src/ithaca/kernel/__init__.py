@@ -1,0 +1,245 @@
+"""The kernel: the one store, its migrations and journal, canonical JSON and digests,
+confined files, errors, authority, configuration, the call classifier and shell parser,
+and the shell guard.
+
+Every part and adapter builds on these modules. The face below names what the adapters
+use; it loads each name on first use (PEP 562), so a hook pays only for what it touches.
+The kernel names no part above it: it reads what each brings from their manifests
+(``ithaca.kernel.manifests``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from ithaca.kernel import (
+        anchor,
+        clock,
+        config,
+        doctor,
+        fingerprint,
+        git,
+        git_head,
+        host_sessions,
+        ids,
+        journal,
+        lightjson,
+        lineage,
+        lockdown,
+        markers,
+        mcp_calls,
+        states,
+    )
+    from ithaca.kernel.arguments import escape_pointer
+    from ithaca.kernel.authority import AGENT_ENVIRONMENT, require_user
+    from ithaca.kernel.call import Call
+    from ithaca.kernel.canon import canonical, digest, digest_bytes, digest_excluding
+    from ithaca.kernel.classify import classify_call
+    from ithaca.kernel.connection import connect, schema_version, sqlite, write_transaction
+    from ithaca.kernel.errors import (
+        Conflict,
+        Corrupt,
+        InvalidInput,
+        IthacaError,
+        NotFound,
+        Refused,
+        invalid_field,
+    )
+    from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
+    from ithaca.kernel.fingerprint import change, user_wiring
+    from ithaca.kernel.gates import ABSTAIN, DISPLACED, FAILED_CLOSED, GateContext, Opinion, combine
+    from ithaca.kernel.ids import is_session_id
+    from ithaca.kernel.manifests import collected, mapping, resolve
+    from ithaca.kernel.migrations import LATEST_VERSION
+    from ithaca.kernel.project import (
+        IGNORE_LINE,
+        RUNTIME_DIR_NAME,
+        STATE_DIR_NAME,
+        Project,
+        find_project,
+        git_top,
+        pinned_project,
+        planned_project,
+    )
+    from ithaca.kernel.store import Store
+    from ithaca.kernel.tools import ToolSpec
+
+
+# How every part's face works, the kernel's own included. A part's package is imported on
+# the hook path whenever one of its modules is (a gate, a state predicate), so its face
+# must cost nothing until a name is asked for; the type checker reads the same names from
+# the ``if TYPE_CHECKING:`` imports beside it, and tests/test_faces.py holds the two lists
+# equal and keeps adapters to the faces. (Here rather than in a module of its own: every
+# import costs every hook call.)
+
+
+def lazy(package: str, face: dict[str, str]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of ``package``, whose ``face`` maps each offered name to
+    ``"module:attribute"``, or to a bare ``"module"`` to offer that module itself."""
+
+    def __getattr__(name: str) -> Any:
+        target = face.get(name)
+        if target is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, _, attribute = target.partition(":")
+        __import__(module)  # importlib.import_module, without importing importlib
+        found = sys.modules[module]
+        value = getattr(found, attribute) if attribute else found
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
+
+
+_FACE = {
+    "anchor": "ithaca.kernel.anchor",
+    "escape_pointer": "ithaca.kernel.arguments:escape_pointer",
+    "AGENT_ENVIRONMENT": "ithaca.kernel.authority:AGENT_ENVIRONMENT",
+    "require_user": "ithaca.kernel.authority:require_user",
+    "Call": "ithaca.kernel.call:Call",
+    "canonical": "ithaca.kernel.canon:canonical",
+    "digest": "ithaca.kernel.canon:digest",
+    "digest_bytes": "ithaca.kernel.canon:digest_bytes",
+    "digest_excluding": "ithaca.kernel.canon:digest_excluding",
+    "classify_call": "ithaca.kernel.classify:classify_call",
+    "clock": "ithaca.kernel.clock",
+    "config": "ithaca.kernel.config",
+    "connect": "ithaca.kernel.connection:connect",
+    "schema_version": "ithaca.kernel.connection:schema_version",
+    "sqlite": "ithaca.kernel.connection:sqlite",
+    "write_transaction": "ithaca.kernel.connection:write_transaction",
+    "doctor": "ithaca.kernel.doctor",
+    "Conflict": "ithaca.kernel.errors:Conflict",
+    "Corrupt": "ithaca.kernel.errors:Corrupt",
+    "InvalidInput": "ithaca.kernel.errors:InvalidInput",
+    "IthacaError": "ithaca.kernel.errors:IthacaError",
+    "NotFound": "ithaca.kernel.errors:NotFound",
+    "Refused": "ithaca.kernel.errors:Refused",
+    "invalid_field": "ithaca.kernel.errors:invalid_field",
+    "remove_confined": "ithaca.kernel.files:remove_confined",
+    "resolve_confined": "ithaca.kernel.files:resolve_confined",
+    "write_atomic": "ithaca.kernel.files:write_atomic",
+    "change": "ithaca.kernel.fingerprint:change",
+    "fingerprint": "ithaca.kernel.fingerprint",
+    "user_wiring": "ithaca.kernel.fingerprint:user_wiring",
+    "ABSTAIN": "ithaca.kernel.gates:ABSTAIN",
+    "DISPLACED": "ithaca.kernel.gates:DISPLACED",
+    "FAILED_CLOSED": "ithaca.kernel.gates:FAILED_CLOSED",
+    "GateContext": "ithaca.kernel.gates:GateContext",
+    "Opinion": "ithaca.kernel.gates:Opinion",
+    "combine": "ithaca.kernel.gates:combine",
+    "git": "ithaca.kernel.git",
+    "git_head": "ithaca.kernel.git_head",
+    "host_sessions": "ithaca.kernel.host_sessions",
+    "ids": "ithaca.kernel.ids",
+    "is_session_id": "ithaca.kernel.ids:is_session_id",
+    "journal": "ithaca.kernel.journal",
+    "lightjson": "ithaca.kernel.lightjson",
+    "lineage": "ithaca.kernel.lineage",
+    "lockdown": "ithaca.kernel.lockdown",
+    "collected": "ithaca.kernel.manifests:collected",
+    "mapping": "ithaca.kernel.manifests:mapping",
+    "resolve": "ithaca.kernel.manifests:resolve",
+    "markers": "ithaca.kernel.markers",
+    "mcp_calls": "ithaca.kernel.mcp_calls",
+    "LATEST_VERSION": "ithaca.kernel.migrations:LATEST_VERSION",
+    "IGNORE_LINE": "ithaca.kernel.project:IGNORE_LINE",
+    "Project": "ithaca.kernel.project:Project",
+    "RUNTIME_DIR_NAME": "ithaca.kernel.project:RUNTIME_DIR_NAME",
+    "STATE_DIR_NAME": "ithaca.kernel.project:STATE_DIR_NAME",
+    "find_project": "ithaca.kernel.project:find_project",
+    "git_top": "ithaca.kernel.project:git_top",
+    "pinned_project": "ithaca.kernel.project:pinned_project",
+    "planned_project": "ithaca.kernel.project:planned_project",
+    "states": "ithaca.kernel.states",
+    "Store": "ithaca.kernel.store:Store",
+    "ToolSpec": "ithaca.kernel.tools:ToolSpec",
+}
+__all__ = [
+    "anchor",
+    "escape_pointer",
+    "AGENT_ENVIRONMENT",
+    "require_user",
+    "Call",
+    "canonical",
+    "digest",
+    "digest_bytes",
+    "digest_excluding",
+    "classify_call",
+    "clock",
+    "config",
+    "connect",
+    "schema_version",
+    "sqlite",
+    "write_transaction",
+    "doctor",
+    "Conflict",
+    "Corrupt",
+    "InvalidInput",
+    "IthacaError",
+    "NotFound",
+    "Refused",
+    "invalid_field",
+    "remove_confined",
+    "resolve_confined",
+    "write_atomic",
+    "change",
+    "fingerprint",
+    "user_wiring",
+    "ABSTAIN",
+    "DISPLACED",
+    "FAILED_CLOSED",
+    "GateContext",
+    "Opinion",
+    "combine",
+    "git",
+    "git_head",
+    "host_sessions",
+    "ids",
+    "is_session_id",
+    "journal",
+    "lightjson",
+    "lineage",
+    "lockdown",
+    "collected",
+    "mapping",
+    "resolve",
+    "markers",
+    "mcp_calls",
+    "LATEST_VERSION",
+    "IGNORE_LINE",
+    "Project",
+    "RUNTIME_DIR_NAME",
+    "STATE_DIR_NAME",
+    "find_project",
+    "git_top",
+    "pinned_project",
+    "planned_project",
+    "states",
+    "Store",
+    "ToolSpec",
+]
+__getattr__ = lazy(__name__, _FACE)
+
+
+# --- The manifest: what this part brings to the kernel's registries --------------------
+# What the kernel brings: its own tables, the shell guard and the project commands.
+# Plain data naming "module:attribute" targets (``ithaca.kernel.manifests``).
+
+MIGRATIONS = (
+    (1, "kernel.initial", "ithaca.kernel.tables:KERNEL_V1"),
+    (10, "kernel.mcp_call_tickets", "ithaca.kernel.mcp_calls:SCHEMA"),
+    (11, "kernel.lockdown", "ithaca.kernel.lockdown:SCHEMA"),
+)
+GATES = (("ithaca.kernel.guard", ("PreToolUse",)),)
+CLI_COMMANDS = {
+    "init": "ithaca.cli.commands.init:command",
+    "status": "ithaca.cli.commands.status:command",
+    "log": "ithaca.cli.commands.log:command",
+    "doctor": "ithaca.cli.commands.doctor:group",
+}

@@ -23,6 +23,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import Callable
 
     from ithaca.kernel.gates import GateContext
@@ -41,6 +42,21 @@ def register(part: str, acting: Acting) -> None:
 
 def owner(part: str, holder: str) -> str:
     return f"{part}:{holder}"
+
+
+def grant(conn: sqlite3.Connection, held_by: str, paths: list[str], at: str) -> None:
+    """Allow ``held_by`` (``<part>:<holder>``) to write ``paths``, in the caller's
+    transaction."""
+    for path in paths:
+        conn.execute(
+            "INSERT OR IGNORE INTO write_allowances (path, owner, created_at) VALUES (?, ?, ?)",
+            (path, held_by, at),
+        )
+
+
+def revoke(conn: sqlite3.Connection, held_by: str) -> None:
+    """Take back every allowance ``held_by`` holds."""
+    conn.execute("DELETE FROM write_allowances WHERE owner = ?", (held_by,))
 
 
 def acting_owners(ctx: GateContext, part: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections import namedtuple
+    from typing import Any
 else:
     from ithaca.kernel.tuples import namedtuple
 
@@ -30,6 +31,10 @@ class SimpleCommand(namedtuple("SimpleCommand", "argv assignments redirects", de
     """
 
     __slots__ = ()
+    if TYPE_CHECKING:  # the fields' types, which ``namedtuple`` cannot carry
+        argv: tuple[str, ...]
+        assignments: tuple[str, ...]
+        redirects: tuple[str, ...]
 
     @property
     def program(self) -> str:
@@ -53,6 +58,20 @@ class Call(
     """
 
     __slots__ = ()
+    if TYPE_CHECKING:  # the fields' types, which ``namedtuple`` cannot carry
+        host: str
+        tool: str
+        tool_class: str
+        mutating: bool
+        tool_input: dict[str, Any]
+        cwd: str
+        action_digest: str
+        commands: tuple[SimpleCommand, ...]
+        write_targets: tuple[str, ...]
+        unparseable: bool
+        ithaca_commands: tuple[tuple[str, ...], ...]
+        session_id: str | None
+        agent_id: str | None
 
 
 def command_text(call: Call) -> str:

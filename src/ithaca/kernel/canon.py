@@ -25,13 +25,16 @@ _escape_string = encode_basestring
 
 # CPython's own SHA-256 module, as ``hashlib`` falls back to it: loading OpenSSL through
 # ``hashlib`` is one of the larger costs of a hook process, and digests here are small.
-try:
-    from _sha256 import sha256  # Python 3.11
-except ImportError:
+if TYPE_CHECKING:
+    from hashlib import sha256  # the same interface; the private modules have no stubs
+else:
     try:
-        from _sha2 import sha256  # Python 3.12+
+        from _sha256 import sha256  # Python 3.11
     except ImportError:
-        from hashlib import sha256
+        try:
+            from _sha2 import sha256  # Python 3.12+
+        except ImportError:
+            from hashlib import sha256
 
 
 def canonical(value: Any) -> bytes:

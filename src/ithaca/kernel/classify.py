@@ -96,7 +96,7 @@ def tool_class(tool_name: str, server_name: str = "ithaca") -> str:
     return "mcp" if tool_name.startswith("mcp__") else "other"
 
 
-def classify(
+def classify_call(
     host: str,
     tool_name: str,
     tool_input: dict[str, Any],
@@ -176,26 +176,27 @@ def _shell_fields(
     tests_are_read_only: bool,
     read_only_commands: tuple[str, ...],
 ) -> dict[str, Any]:
-    from ithaca.kernel import shell
+    from ithaca.kernel.shell_commands import is_carrier, ithaca_invocation
+    from ithaca.kernel.shell_effects import is_read_only, write_targets
+    from ithaca.kernel.shell_parse import ParsedShell, parse
 
     command = _command_text(tool_input)
     if command is None:
-        parsed = shell.ParsedShell((), unparseable=True, reason="no command string")
+        parsed = ParsedShell((), unparseable=True, reason="no command string")
     else:
-        parsed = shell.parse(command)
+        parsed = parse(command)
     invocations = tuple(
-        found for found in map(shell.ithaca_invocation, parsed.commands) if found is not None
+        found for found in map(ithaca_invocation, parsed.commands) if found is not None
     )
     only_ithaca = (
         bool(invocations)
         and _all_agent_commands(invocations)
         and all(
-            not item.redirects
-            and (shell.ithaca_invocation(item) is not None or shell.is_carrier(item))
+            not item.redirects and (ithaca_invocation(item) is not None or is_carrier(item))
             for item in parsed.commands
         )
     )
-    targets = list(shell.write_targets(parsed))
+    targets = list(write_targets(parsed))
     if command is not None:
         targets.extend(_shell_patch_targets(parsed.commands, command))
     cwd = _relative(os.path.realpath(base), root)
@@ -203,7 +204,7 @@ def _shell_fields(
     return {
         "tool_class": "ithaca" if only_ithaca else "shell",
         "mutating": not only_ithaca
-        and not shell.is_read_only(
+        and not is_read_only(
             parsed, tests_are_read_only=tests_are_read_only, extra_read_only=read_only_commands
         ),
         "commands": parsed.commands,
@@ -224,9 +225,9 @@ def _command_text(tool_input: dict[str, Any]) -> str | None:
     if isinstance(command, str):
         return command
     if isinstance(command, list) and command and all(isinstance(arg, str) for arg in command):
-        from ithaca.kernel import shell
+        from ithaca.kernel.shell_commands import shell_c_body
 
-        body = shell.shell_c_body(command)
+        body = shell_c_body(command)
         return body if body is not None else _shell_join(command)
     return None
 

@@ -149,5 +149,10 @@ class write_transaction:  # noqa: N801 - used like the context manager function 
             anchor.rolled_back(self.conn)
 
 
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version the database says it has (``PRAGMA user_version``)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)

@@ -20,34 +20,22 @@ import json
 import os
 import shutil
 import sqlite3
-from importlib import import_module
 from typing import Any
 
-from ithaca.kernel import anchor, clock, journal, lockdown
+from ithaca.kernel import anchor, clock, journal, lockdown, manifests
 from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
 from ithaca.kernel.files import write_atomic
 from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
-# Checks: "module:function" taking (project, conn) and returning findings.
-PROVIDERS: tuple[str, ...] = (
-    "ithaca.protocols.health:check",
-    "ithaca.ulysses.knowledge:check",
-    "ithaca.delivery.doctor.checks:check",
-    "ithaca.hosts.effects:check",
-    "ithaca.validators.confine:check",
-)
-
-# Repairs, in order: "module:function" taking (project, conn) and returning what it did.
-REPAIRS: tuple[str, ...] = (
-    "ithaca.delivery.doctor.checks:repair",
-    "ithaca.ulysses.knowledge:restore_missing_files",
-)
-
-# Rebuilds: "module:function" taking (project, store, quarantined_db_sha256) and
-# returning ``{part, loaded, warnings, notes}``; each loads its part from tracked files.
-REBUILDS: tuple[str, ...] = ("ithaca.delivery.doctor.checks:rebuild",)
+# What each part plugs in, from its manifest ("module:function" targets, in part order):
+# checks take (project, conn) and return findings; repairs take (project, conn) and return
+# what they did; rebuilds take (project, store, quarantined_db_sha256) and return
+# ``{part, loaded, warnings, notes}``, each loading its part from tracked files.
+PROVIDERS: tuple[str, ...] = tuple(manifests.collected("DOCTOR_CHECKS"))
+REPAIRS: tuple[str, ...] = tuple(manifests.collected("DOCTOR_REPAIRS"))
+REBUILDS: tuple[str, ...] = tuple(manifests.collected("DOCTOR_REBUILDS"))
 
 DB_SIDE_FILES = ("", "-wal", "-shm")
 
@@ -275,8 +263,7 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
         fresh = Store(project.db_path, backups_dir=project.backups_dir)
         try:
             for provider in REBUILDS:
-                module, _, name = provider.partition(":")
-                parts.append(getattr(import_module(module), name)(project, fresh, old_sha))
+                parts.append(manifests.resolve(provider)(project, fresh, old_sha))
             with fresh.write() as conn:
                 lockdown.record_baseline(
                     conn, project, actor="user", reason="doctor rebuild", at=clock.now()
@@ -423,8 +410,7 @@ def _remove_quietly(path: str) -> None:
 
 
 def _call(provider: str, project: Any, conn: sqlite3.Connection) -> list[Any]:
-    module, _, name = provider.partition(":")
-    return list(getattr(import_module(module), name)(project, conn))
+    return list(manifests.resolve(provider)(project, conn))
 
 
 def _part(provider: str) -> str:

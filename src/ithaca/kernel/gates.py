@@ -114,3 +114,44 @@ def combine(opinions: list[Opinion]) -> Opinion:
         system_message="\n".join(messages) or None,
         gate=first.gate,
     )
+
+
+# --- a gate's own state -------------------------------------------------------------------
+# Each part keeps what its gate reads on the hook path in the kernel's ``gate_state`` table,
+# one JSON row per (part, scope), written in the same transaction as the journal event
+# that changed it; these are the only statements that touch that table.
+
+
+def state_fields(
+    conn: sqlite3.Connection, part: str, scope: str | None, fields: tuple[str, ...]
+) -> tuple[Any, ...] | None:
+    """The named top-level fields of ``part``'s state for ``scope`` (read in SQL, so a
+    hook parses no JSON), or None when it keeps none."""
+    columns = ", ".join(f"json_extract(state_json, '$.{field}')" for field in fields)
+    row = conn.execute(
+        f"SELECT {columns} FROM gate_state WHERE part = ? AND scope_key = ?", (part, scope)
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def state_text(conn: sqlite3.Connection, part: str, scope: str | None) -> str | None:
+    """``part``'s state for ``scope`` as its JSON text, or None when it keeps none."""
+    row = conn.execute(
+        "SELECT state_json FROM gate_state WHERE part = ? AND scope_key = ?", (part, scope)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def save_state(conn: sqlite3.Connection, part: str, scope: str | None, text: str, seq: int) -> None:
+    """Keep ``text`` (JSON) as ``part``'s state for ``scope``, changed by journal ``seq``."""
+    conn.execute(
+        "INSERT INTO gate_state (part, scope_key, state_json, updated_seq) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (part, scope_key) DO UPDATE SET state_json = excluded.state_json,"
+        " updated_seq = excluded.updated_seq",
+        (part, scope, text, seq),
+    )
+
+
+def clear_state(conn: sqlite3.Connection, part: str, scope: str) -> None:
+    """Forget ``part``'s state for ``scope``."""
+    conn.execute("DELETE FROM gate_state WHERE part = ? AND scope_key = ?", (part, scope))

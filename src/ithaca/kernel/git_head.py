@@ -87,16 +87,10 @@ def _working_blobs(project: Project, paths: list[str]) -> dict[str, str]:
 
 def _git(project: Project, *args: str) -> str:
     """What ``git -C <Git top> ARGS`` prints; empty when Git fails or is missing."""
-    import subprocess  # the slow path only
+    from ithaca.kernel import git  # the slow path only
 
     try:
-        done = subprocess.run(
-            ["git", "-C", project.work_root, *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
+        done = git.run_text(args, cwd=project.work_root, timeout=30)
+    except OSError:
         return ""
     return done.stdout if done.returncode == 0 else ""

@@ -170,6 +170,52 @@ def _payload(text: str) -> Any:
         return {"unreadablePayload": text}
 
 
+def latest_seq(conn: sqlite3.Connection) -> int | None:
+    """The seq of the last event, or None for an empty journal."""
+    found = conn.execute("SELECT max(seq) FROM journal").fetchone()[0]
+    return None if found is None else int(found)
+
+
+def verified_event(conn: sqlite3.Connection, seq: int) -> dict[str, Any] | None:
+    """The event at ``seq`` if its hash still holds and its successor (if any) is still
+    chained to it; None when it is missing, edited or cut out of the chain."""
+    found = conn.execute(
+        "SELECT at, actor, kind, subject, payload, prev_hash, hash FROM journal WHERE seq = ?",
+        (seq,),
+    ).fetchone()
+    if found is None:
+        return None
+    at, actor, kind, subject, payload_text, prev_hash, stored_hash = found
+    try:
+        payload = lightjson.loads(payload_text)
+    except ValueError:
+        return None
+    event = {
+        "seq": seq,
+        "at": at,
+        "actor": actor,
+        "kind": kind,
+        "subject": subject,
+        "payload": payload,
+    }
+    try:
+        if chain_hash(prev_hash, event) != stored_hash:
+            return None
+    except InvalidInput:
+        return None
+    successor = conn.execute(
+        "SELECT prev_hash FROM journal WHERE seq > ? ORDER BY seq LIMIT 1", (seq,)
+    ).fetchone()
+    if successor is not None and successor[0] != stored_hash:
+        return None
+    return event
+
+
+def count(conn: sqlite3.Connection) -> int:
+    """How many events the journal holds."""
+    return int(conn.execute("SELECT count(*) FROM journal").fetchone()[0])
+
+
 def head(conn: sqlite3.Connection) -> tuple[int, str] | None:
     """``(seq, hash)`` of the last row, or None for an empty journal."""
     row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()

@@ -25,7 +25,7 @@ try:
 
     ACCELERATED = True
 except ImportError:  # pragma: no cover - CPython always builds it
-    from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[assignment]
+    from json.encoder import encode_basestring, encode_basestring_ascii
 
     ACCELERATED = False
 

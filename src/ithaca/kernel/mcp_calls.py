@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 TICKET_TTL_S = 3600
 # The ``_meta`` keys hosts put a call's tool-use id under.
 TOOL_USE_META_KEYS = ("claudecode/toolUseId", "callId")
+# The journal event of an MCP call that no hook saw (the server refuses it).
+UNHOOKED_EVENT = "mcp.call_unhooked"
 SCHEMA = """
 CREATE TABLE mcp_call_tickets (
   ticket TEXT PRIMARY KEY,
@@ -113,6 +115,23 @@ def prune(conn: sqlite3.Connection, now: str) -> None:
     """Drop tickets claimed or expired (kept for a day, so a late call can be explained)."""
     cutoff = clock.format_ms(int((clock.epoch_s(now) - 86400) * 1000))
     conn.execute("DELETE FROM mcp_call_tickets WHERE created_at < ?", (cutoff,))
+
+
+def unhooked_calls(conn: sqlite3.Connection) -> list[dict[str, str]]:
+    """Per host, the latest MCP call no hook saw, if none of that host's hooks has run since
+    (the server refuses such calls with HOOKS_NOT_RUNNING)."""
+    latest = conn.execute(
+        "SELECT json_extract(payload, '$.host'), max(at) FROM journal WHERE kind = ? GROUP BY 1",
+        (UNHOOKED_EVENT,),
+    ).fetchall()
+    found = []
+    for host, at in latest:
+        seen = conn.execute(
+            "SELECT max(last_seen_at) FROM host_sessions WHERE host = ?", (host,)
+        ).fetchone()[0]
+        if seen is None or seen < at:
+            found.append({"host": str(host), "at": str(at)})
+    return found
 
 
 def tool_use_id_of(meta: Any) -> str | None:

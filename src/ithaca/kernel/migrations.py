@@ -1,11 +1,13 @@
 """The ordered registry of schema migrations for the one state database.
 
-Each part contributes SQL for its own tables; the registry fixes their order so
-``PRAGMA user_version`` names one schema for every process. Later parts append entries;
-an entry, once released, never changes.
+Each part declares the SQL for its own tables in its manifest, with the version number
+that fixes its place, so ``PRAGMA user_version`` names one schema for every process. A new
+migration takes the next number; an entry, once released, never changes.
 """
 
 from __future__ import annotations
+
+from ithaca.kernel import manifests
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,25 +22,15 @@ class Migration(namedtuple("Migration", "version name sql_ref")):
     __slots__ = ()
 
     def sql(self) -> str:
-        from importlib import import_module  # hooks read LATEST_VERSION only
-
-        module, _, attribute = self.sql_ref.partition(":")
-        return str(getattr(import_module(module), attribute))
+        return str(manifests.resolve(self.sql_ref))
 
 
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "kernel.initial", "ithaca.kernel.tables:KERNEL_V1"),
-    Migration(2, "protocols.initial", "ithaca.protocols.tables:PROTOCOLS_V1"),
-    Migration(3, "validators.initial", "ithaca.validators.tables:VALIDATORS_V1"),
-    Migration(4, "ulysses.initial", "ithaca.ulysses.tables:ULYSSES_V1"),
-    Migration(5, "knowledge.initial", "ithaca.ulysses.knowledge_tables:KNOWLEDGE_V1"),
-    Migration(6, "delivery.initial", "ithaca.delivery.tables:DELIVERY_V1"),
-    Migration(7, "ultragoal.initial", "ithaca.ultragoal.tables:ULTRAGOAL_V1"),
-    Migration(8, "delivery.ledger", "ithaca.delivery.ledger.tables:LEDGER_V1"),
-    Migration(9, "delivery.sessions", "ithaca.delivery.sessions.tables:DELIVERY_SESSIONS_V1"),
-    Migration(10, "kernel.mcp_call_tickets", "ithaca.kernel.mcp_calls:SCHEMA"),
-    Migration(11, "kernel.lockdown", "ithaca.kernel.lockdown:SCHEMA"),
-    Migration(12, "ultragoal.review_base", "ithaca.ultragoal.tables:ULTRAGOAL_REVIEW_BASE"),
+MIGRATIONS: tuple[Migration, ...] = tuple(
+    sorted(
+        (Migration(*entry) for entry in manifests.collected("MIGRATIONS")), key=lambda m: m.version
+    )
 )
+if [m.version for m in MIGRATIONS] != list(range(1, len(MIGRATIONS) + 1)):
+    raise RuntimeError("the parts' migrations must number 1, 2, 3, ... with no gap or repeat")
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -41,7 +41,7 @@ def namedtuple(typename: str, field_names: str, *, defaults: tuple[Any, ...] = (
                 if index < first_default:
                     raise TypeError(f"{typename}() missing argument {fields[index]!r}")
                 values[index] = defaults[index - first_default]
-        return tuple.__new__(cls, values)  # type: ignore[type-var]
+        return tuple.__new__(cls, values)
 
     def _replace(self: tuple[Any, ...], **changes: Any) -> Any:
         values = dict(zip(fields, self, strict=True))

@@ -10,16 +10,15 @@ when it sits inside a larger repository, and Ithaca's own folder is left out: it
 changes on every call. Outside Git, or when Git cannot answer within ``GIT_TIMEOUT_S``,
 there is no fingerprint (None), and callers fall back on the calls they saw.
 
-Two short ``git`` processes per call, spawned with ``os.posix_spawnp``: ``subprocess``
-would cost a hook process the import of ``signal``, ``threading`` and their dependencies
+Two short ``git`` processes per call, started by ``kernel.git`` without ``subprocess``
 (hook path: standard library only, and little of it).
 """
 
 from __future__ import annotations
 
 import os
-import select
 
+from ithaca.kernel import git
 from ithaca.kernel.canon import sha256
 
 # Well under the host's PreToolUse timeout (5 s), which lets a call through when it passes.
@@ -60,30 +59,8 @@ def _stat(path: str) -> bytes:
 def _git(root: str, *args: str) -> bytes | None:
     """``git -C root ARGS``'s standard output, or None when it fails or outlasts
     ``GIT_TIMEOUT_S``."""
-    read_end, write_end = os.pipe()
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, write_end, 1),
-        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_CLOSE, read_end),
-    ]
     try:
-        pid = os.posix_spawnp("git", ["git", "-C", root, *args], os.environ, file_actions=actions)
+        done = git.run(args, cwd=root, timeout=GIT_TIMEOUT_S)
     except OSError:
-        os.close(read_end)
-        os.close(write_end)
         return None
-    os.close(write_end)
-    chunks: list[bytes] = []
-    try:
-        while select.select([read_end], [], [], GIT_TIMEOUT_S)[0]:
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        else:
-            os.kill(pid, 9)
-    finally:
-        os.close(read_end)
-    _, status = os.waitpid(pid, 0)
-    return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
+    return done.stdout if done.returncode == 0 else None

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel import clock, journal, mcp_calls
-from ithaca.kernel.errors import Refused
-from ithaca.kernel.store import Store
+from ithaca.kernel import Refused, Store, clock, journal, mcp_calls
 
 # MCP client names of the coding hosts Ithaca installs hooks into, and each host's name.
 HOOKED_CLIENTS = {"claude-code": "claude", "codex-mcp-client": "codex"}
 CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
-UNHOOKED_EVENT = "mcp.call_unhooked"
 
 
 def client_name(meta: Any, initialize_params: Any) -> str | None:
@@ -57,7 +54,7 @@ def bind_session(
             journal.append(
                 conn,
                 actor="system",
-                kind=UNHOOKED_EVENT,
+                kind=mcp_calls.UNHOOKED_EVENT,
                 subject=tool,
                 payload={"host": host, "client": client, "tool": tool},
                 at=now,

@@ -4,8 +4,9 @@ The agent must read a stable code and the next step, never prose it has to guess
 things in the ``mcp`` SDK stand in the way, so this module works around both:
 
 - The SDK validates arguments with pydantic, which drops unknown fields silently and
-  words its refusals in its own prose. Ithaca's tools therefore take the raw arguments
-  and check them here against the very JSON Schema they publish, so the published
+  words its refusals in its own prose. Ithaca's tools therefore take the raw arguments,
+  which each part checks itself (a flat tool against the very JSON Schema it publishes,
+  ``ithaca.kernel.arguments``), so the published
   schema and the check cannot drift apart, and every refusal is ``INVALID_INPUT`` with
   ``details{pointer, problem}`` (DESIGN, Kernel contracts 9).
 - A raised ``ToolError`` reaches the client as ``Error executing tool <name>: …``, which
@@ -24,35 +25,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from ithaca.kernel.errors import IthacaError, invalid_field
-
-# The JSON Schema types Ithaca's tool schemas use, and the Python values that satisfy them.
-_SCHEMA_TYPES: dict[str, type] = {"string": str, "boolean": bool}
-
-
-def check_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
-    """Refuse ``arguments`` that the flat object ``schema`` does not allow.
-
-    The schema uses ``properties`` (each with an optional ``type`` and ``enum``),
-    ``required`` and ``additionalProperties: false``; that is all Ithaca publishes.
-    """
-    properties = schema["properties"]
-    for name, value in arguments.items():
-        pointer = "/" + _escape_pointer(name)
-        rule = properties.get(name)
-        if rule is None:
-            raise invalid_field(pointer, "UNKNOWN_FIELD", f"{name!r} is not a field of this tool")
-        expected = rule.get("type")
-        if expected is not None and not isinstance(value, _SCHEMA_TYPES[expected]):
-            raise invalid_field(pointer, "WRONG_TYPE", f"{pointer[1:]} must be a {expected}")
-        allowed = rule.get("enum")
-        if allowed is not None and value not in allowed:
-            raise invalid_field(
-                pointer, "NOT_ALLOWED", f"{pointer[1:]} must be one of {', '.join(allowed)}"
-            )
-    for name in schema.get("required", ()):
-        if name not in arguments:
-            raise invalid_field("/" + _escape_pointer(name), "REQUIRED", f"{name} is required")
+from ithaca.kernel import IthacaError, escape_pointer, invalid_field
 
 
 def check_text(value: Any) -> None:
@@ -67,7 +40,7 @@ def check_text(value: Any) -> None:
             _require_text(item, pointer)
         elif isinstance(item, dict):
             for key, child in item.items():
-                child_pointer = f"{pointer}/{_escape_pointer(key)}"
+                child_pointer = f"{pointer}/{escape_pointer(key)}"
                 _require_text(key, child_pointer)
                 pending.append((child_pointer, child))
         elif isinstance(item, list):
@@ -92,7 +65,3 @@ def _require_text(text: str, pointer: str) -> None:
         raise invalid_field(
             printable, "INVALID_TEXT", f"{printable or 'the input'} holds a lone surrogate"
         ) from None
-
-
-def _escape_pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")

@@ -25,7 +25,7 @@ agent cannot write, switches the critic off; ``ithaca status`` says so.
 
 from __future__ import annotations
 
-from ithaca.kernel import journal, lightjson
+from ithaca.kernel import gates, journal, lightjson
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
 TYPE_CHECKING = False
@@ -44,7 +44,6 @@ DECLARATION = "UNVERIFIED:"
 SHELL_TOOLS = ("Bash",)
 
 _SESSION = "SELECT current_event_id FROM protocol_sessions WHERE host_session_id = ?"
-_STATE = "SELECT state_json FROM gate_state WHERE part = 'critic' AND scope_key = ?"
 
 
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
@@ -67,12 +66,7 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
         return None  # the call does not run
     state, kind, payload = planned
     seq = journal.append(ctx.conn, actor="hook", kind=kind, subject=ctx.session_id, payload=payload)
-    ctx.conn.execute(
-        "INSERT INTO gate_state (part, scope_key, state_json, updated_seq) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT(part, scope_key) DO UPDATE SET state_json = excluded.state_json,"
-        " updated_seq = excluded.updated_seq",
-        (PART, ctx.session_id, lightjson.dumps(state), seq),
-    )
+    gates.save_state(ctx.conn, PART, ctx.session_id, lightjson.dumps(state), seq)
     return None
 
 
@@ -245,8 +239,8 @@ def _turn(ctx: GateContext) -> tuple[str | None, dict[str, Any]]:
     assert ctx.conn is not None
     session = ctx.conn.execute(_SESSION, (ctx.session_id,)).fetchone()
     event_id = session[0] if session else None
-    row = ctx.conn.execute(_STATE, (ctx.session_id,)).fetchone()
-    state = lightjson.loads(row[0]) if row else {}
+    text = gates.state_text(ctx.conn, PART, ctx.session_id)
+    state = lightjson.loads(text) if text is not None else {}
     if state.get("event") != event_id:  # a new turn: only the last green tree carries over
         state = {
             "event": event_id,

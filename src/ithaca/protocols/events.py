@@ -37,6 +37,11 @@ class Admission(namedtuple("Admission", "event sources admitted_by sticky")):
     marker values it sets (``None`` clears one; a key that is absent stays as it was)."""
 
     __slots__ = ()
+    if TYPE_CHECKING:  # the fields' types, which ``namedtuple`` cannot carry
+        event: dict[str, Any]
+        sources: dict[str, str]
+        admitted_by: str
+        sticky: dict[str, str | None]
 
 
 def known_workflows(config: dict[str, Any]) -> frozenset[str]:

@@ -132,7 +132,7 @@ class BundleIndex:
         return found
 
 
-def _key_matches(expected: str | list[str], actual: Any) -> bool:
+def _key_matches(expected: str | list[str], actual: object) -> bool:
     if actual is None:
         return False
     if isinstance(expected, str):

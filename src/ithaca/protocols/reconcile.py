@@ -218,6 +218,7 @@ def read_files(
     raises ``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT`` for a broken one."""
     from ithaca.kernel import states
     from ithaca.protocols import validate
+    from ithaca.protocols.overrides import check_override
 
     wanted: dict[str, tuple[dict[str, Any], str]] = {}
     digests = []
@@ -246,7 +247,7 @@ def read_files(
                     {"path": rel_path},
                 )
             if record["id"] in seed_rows:
-                validate.check_override(seed_rows[record["id"]], record)
+                check_override(seed_rows[record["id"]], record)
         except ValueError as exc:
             raise _invalid_file(rel_path, "INVALID_JSON", str(exc)) from exc
         except IthacaError as exc:

@@ -128,6 +128,32 @@ def read_many(conn: sqlite3.Connection, protocol_ids: list[str]) -> dict[str, di
     return {row[0]: row_to_record(row) for row in rows}
 
 
+def counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many base protocols there are, and user protocols enabled and disabled."""
+    by_kind = dict(
+        conn.execute("SELECT scope || ':' || enabled, count(*) FROM protocols GROUP BY 1")
+    )
+    return {
+        "base": by_kind.get("base:1", 0),
+        "userEnabled": by_kind.get("user:1", 0),
+        "userDisabled": by_kind.get("user:0", 0),
+    }
+
+
+def recent_sessions(conn: sqlite3.Connection, limit: int = 5) -> list[dict[str, Any]]:
+    """The host sessions that most recently admitted a prompt, and whether each loaded
+    its bundle."""
+    rows = conn.execute(
+        "SELECT host_session_id, current_event_id, loaded_digest IS NOT NULL"
+        " FROM protocol_sessions ORDER BY updated_at DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [
+        {"hostSessionId": sid, "currentEventId": eid, "bundleLoaded": bool(loaded)}
+        for sid, eid, loaded in rows
+    ]
+
+
 def seed_records(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """The base set as last reconciled, by id."""
     return {

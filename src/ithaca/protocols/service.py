@@ -7,35 +7,17 @@ terminal before it calls a user-only operation, the MCP server exposes none of t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ithaca.kernel import clock, ids, journal, states
+from ithaca.kernel import clock, journal, states
 from ithaca.kernel.errors import Conflict, InvalidInput, NotFound, Refused
 from ithaca.kernel.markers import Prompt, is_name
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 from ithaca.protocols import approvals, bundle, events, reconcile, records, seeds, validate
+from ithaca.protocols.loading import load, require_event_id, with_loaded_at
+from ithaca.protocols.overrides import check_override
 
-SELECTOR_ARGUMENTS = frozenset(
-    {
-        "connector",
-        "actor",
-        "actorId",
-        "userId",
-        "conversation",
-        "conversationId",
-        "client",
-        "clientId",
-        "project",
-        "projectId",
-        "workflow",
-        "task",
-        "messageKind",
-        "kind",
-    }
-)
-LOAD_FIELDS = frozenset({"eventId", "session"})
 ADMIT_CONNECTORS = ("cli", "test", "web-api", "scheduled-job")
 
 
@@ -46,6 +28,11 @@ class ProtocolsService:
         self.config = config
         self.workflows = events.known_workflows(config)
         self.bundles = bundle.BundleCache()
+
+    def summary(self) -> dict[str, Any]:
+        """``{counts, recentSessions}``: what ``ithaca status`` shows of protocols."""
+        conn = self.store.connection()
+        return {"counts": records.counts(conn), "recentSessions": records.recent_sessions(conn)}
 
     # --- reconciliation -------------------------------------------------------
 
@@ -129,75 +116,22 @@ class ProtocolsService:
     def compute_bundle(self, event_id: str) -> dict[str, Any]:
         """The bundle an event would get, without recording a load."""
         conn = self.store.connection()
-        event = events.fetch(conn, _require_event_id(event_id))
+        event = events.fetch(conn, require_event_id(event_id))
         computed = bundle.compute(conn, event, self.workflows, self.bundles)
-        return _with_loaded_at(computed, clock.now())
+        return with_loaded_at(computed, clock.now())
+
+    def read(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``protocols {operation, ...}``: list, get or explain, nothing changed."""
+        from ithaca.protocols.reading import read
+
+        return read(self, arguments)
 
     def load_protocols(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """``load_protocols {eventId}`` (reference §8): fail closed, never partial."""
-        ignored = []
-        for key in arguments:
-            if key in LOAD_FIELDS:
-                continue
-            if key in SELECTOR_ARGUMENTS:
-                ignored.append({"code": "SELECTOR_ARGUMENT_IGNORED", "field": key})
-                continue
-            raise InvalidInput(
-                "UNKNOWN_FIELD",
-                f"load_protocols takes eventId; {key!r} is not a field",
-                {"pointer": f"/{key}", "problem": "UNKNOWN_FIELD"},
-            )
-        session = arguments.get("session")
-        if session is not None and not ids.is_session_id(session):
-            raise InvalidInput(
-                "INVALID_INPUT",
-                "session is the host session id (letters, digits, '_' and '-')",
-                {"pointer": "/session", "problem": "WRONG_TYPE"},
-            )
-        event_id = _require_event_id(arguments.get("eventId"))
-        conn = self.store.connection()
-        event = events.fetch(conn, event_id)
-        self.reconcile()
-        with self.store.write() as tx:
-            computed = bundle.compute(tx, event, self.workflows, self.bundles)
-            loaded_at = clock.now()
-            payload = {
-                "eventId": event_id,
-                "revision": computed["revision"],
-                "digest": computed["digest"],
-                "protocolIds": [p["id"] for p in computed["protocols"]],
-            }
-            journal.append(
-                tx,
-                actor="agent",
-                kind="protocols.bundle_loaded",
-                subject=event_id,
-                payload=payload,
-            )
-            session_id = event["hostSessionId"]
-            if session_id is not None:
-                tx.execute(
-                    "UPDATE protocol_sessions SET loaded_digest = ?, loaded_at = ?,"
-                    " bundle_revision = ?, bundle_digest = ?, bundle_ids_json = ?,"
-                    " updated_at = ? WHERE host_session_id = ? AND current_event_id = ?",
-                    (
-                        computed["digest"],
-                        loaded_at,
-                        computed["revision"],
-                        computed["digest"],
-                        json.dumps({"ids": payload["protocolIds"], "verified": None}),
-                        loaded_at,
-                        session_id,
-                        event_id,
-                    ),
-                )
-        result = _with_loaded_at(computed, loaded_at)
-        if ignored:
-            result["diagnostics"] = ignored
-        return result
+        return load(self, arguments)
 
     def get_event(self, event_id: str) -> dict[str, Any]:
-        return events.fetch(self.store.connection(), _require_event_id(event_id))
+        return events.fetch(self.store.connection(), require_event_id(event_id))
 
     # --- records --------------------------------------------------------------
 
@@ -255,7 +189,7 @@ class ProtocolsService:
                     {"id": raw_id},
                 )
             if is_base_id:
-                validate.check_override(seed_rows[record["id"]], record)
+                check_override(seed_rows[record["id"]], record)
                 stored = records.write_row(
                     conn,
                     record,
@@ -297,7 +231,7 @@ class ProtocolsService:
                 merged[key] = changes[key]
             record = self._validate(merged, allow_reserved=existing["overridesBase"])
             if existing["overridesBase"]:
-                validate.check_override(seed_rows[protocol_id], record)
+                check_override(seed_rows[protocol_id], record)
             if check_only or (
                 validate.record_hash(dict(record, scope="user")) == existing["contentHash"]
             ):
@@ -423,6 +357,37 @@ class ProtocolsService:
         with self.store.write() as conn:
             return approvals.grant(conn, approval_id, ttl_seconds=ttl, now=clock.now())
 
+    # --- the user's tooling (reference §10) ------------------------------------
+
+    def explain(self, event_id: str) -> dict[str, Any]:
+        """Why an event gets the bundle it gets, record by record."""
+        from ithaca.protocols.explanation import explain
+
+        return explain(self, event_id)
+
+    def run_fixtures(self, text: str) -> dict[str, Any]:
+        """Run the cases of a fixtures file in memory against the current store."""
+        from ithaca.protocols.fixtures import parse_fixtures, run_fixtures
+
+        return run_fixtures(self, parse_fixtures(text))
+
+    def lint(self, since_days: int = 30) -> list[dict[str, Any]]:
+        """Findings about the user's records, most severe kinds first."""
+        from ithaca.protocols.lint import lint_protocols
+
+        return lint_protocols(self, since_days)
+
+    def seed_status(self) -> dict[str, Any]:
+        """Each shipped base record and what the store holds for it."""
+        from ithaca.protocols.seed_report import seed_status
+
+        return seed_status(self)
+
+    def check_shape(self, raw: Any) -> dict[str, Any]:
+        """The record checked for shape only (a typo is refused before anyone confirms);
+        whether its id may be used is for the operation that writes it."""
+        return self._validate(raw, allow_reserved=True)
+
     # --- helpers --------------------------------------------------------------
 
     def _validate(self, raw: Any, *, allow_reserved: bool) -> dict[str, Any]:
@@ -484,27 +449,6 @@ def _require_user(actor: str, action: str) -> None:
             f"only the user may {action}",
             {"reason": "not_user", "actor": actor, "action": action},
         )
-
-
-def _require_event_id(event_id: Any) -> str:
-    if not isinstance(event_id, str) or not event_id.strip():
-        raise InvalidInput(
-            "EVENT_ID_REQUIRED",
-            "eventId is required: the id Ithaca gave this prompt",
-            {"pointer": "/eventId", "problem": "REQUIRED"},
-        )
-    return event_id
-
-
-def _with_loaded_at(computed: dict[str, Any], loaded_at: str) -> dict[str, Any]:
-    return {
-        "eventId": computed["eventId"],
-        "protocols": computed["protocols"],
-        "loadedAt": loaded_at,
-        "revision": computed["revision"],
-        "digest": computed["digest"],
-        "selectorValues": computed["selectorValues"],
-    }
 
 
 def _base_locked(protocol_id: str, why: str) -> Refused:

@@ -11,16 +11,44 @@ when asked for (PEP 562), so importing a hook module stays cheap.
 
 from __future__ import annotations
 
+from ithaca.kernel import lazy
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ithaca.ultragoal import hostcap
+    from ithaca.ultragoal.reducer import CLASSES
     from ithaca.ultragoal.service import UltragoalService
 
-__all__ = ["UltragoalService"]
+_FACE = {
+    "UltragoalService": "ithaca.ultragoal.service:UltragoalService",
+    "CLASSES": "ithaca.ultragoal.reducer:CLASSES",
+    "hostcap": "ithaca.ultragoal.hostcap",
+}
+__all__ = [
+    "UltragoalService",
+    "CLASSES",
+    "hostcap",
+]
+__getattr__ = lazy(__name__, _FACE)
 
 
-def __getattr__(name: str) -> object:
-    if name == "UltragoalService":
-        from ithaca.ultragoal.service import UltragoalService
+# --- The manifest: what this part brings to the kernel's registries --------------------
+# What Ultragoal brings: its tables, its gate and states, its tool and commands.
+# Plain data naming "module:attribute" targets (``ithaca.kernel.manifests``).
 
-        return UltragoalService
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+MIGRATIONS = (
+    (7, "ultragoal.initial", "ithaca.ultragoal.tables:ULTRAGOAL_V1"),
+    (12, "ultragoal.review_base", "ithaca.ultragoal.tables:ULTRAGOAL_REVIEW_BASE"),
+)
+GATES = (
+    (
+        "ithaca.ultragoal.gate",
+        ("SessionStart", "UserPromptSubmit", "UserPromptExpansion", "PreToolUse", "Stop"),
+    ),
+)
+STATES = {
+    "ultragoal.active": "ithaca.ultragoal.gate:is_active",
+    "ultragoal.pursuing": "ithaca.ultragoal.gate:is_pursuing",
+}
+MCP_TOOLS = ("ithaca.ultragoal.tool:TOOLS",)
+CLI_COMMANDS = {"ultragoal": "ithaca.cli.commands.ultragoal:group"}

@@ -66,7 +66,7 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
                 " cannot verify which command runs. Spell `ithaca ultragoal …` out literally.",
             )
         return ABSTAIN
-    from ithaca.kernel.shell import ithaca_invocation
+    from ithaca.kernel.shell_commands import ithaca_invocation
 
     line_session: str | None = None
     for command in call.commands:

@@ -10,6 +10,7 @@ standard library and the kernel.
 
 from __future__ import annotations
 
+from ithaca.kernel import gates
 from ithaca.kernel.call import command_text
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
@@ -41,11 +42,6 @@ MESSAGE_TOOLS = frozenset(
 _OPEN_DISPATCH = (
     "SELECT 1 FROM ultragoal_review_dispatch WHERE session_id = ? AND consumed_at IS NULL"
     " AND void = 0 LIMIT 1"
-)
-
-_STATE = (
-    "SELECT json_extract(state_json, '$.active'), json_extract(state_json, '$.phase')"
-    " FROM gate_state WHERE part = 'ultragoal' AND scope_key = ?"
 )
 
 
@@ -106,7 +102,7 @@ def is_pursuing(conn: sqlite3.Connection | None, scope: str | None) -> bool:
 def _state(conn: sqlite3.Connection | None, scope: str | None) -> tuple[object, object] | None:
     if conn is None or scope is None:
         return None
-    row = conn.execute(_STATE, (scope,)).fetchone()
+    row = gates.state_fields(conn, "ultragoal", scope, ("active", "phase"))
     return None if row is None else (row[0], row[1])
 
 

@@ -59,7 +59,7 @@ def has_baseline(row: dict[str, Any]) -> bool:
     return row["last_seen_stories_digest"] is not None
 
 
-def progress(row: dict[str, Any], seen: dict[str, Any], root: str) -> list[str]:
+def what_moved(row: dict[str, Any], seen: dict[str, Any], root: str) -> list[str]:
     """Which signals moved since the stored baseline: ``commit``, ``stories``,
     ``evidence``, ``validator``. Without a baseline nothing counts."""
     if not has_baseline(row):
@@ -79,24 +79,17 @@ def progress(row: dict[str, Any], seen: dict[str, Any], root: str) -> list[str]:
 
 def commit_changed(root: str, old: str, new: str) -> bool:
     """Whether ``old`` is an ancestor of ``new`` and the diff between them is not empty."""
-    import subprocess
+    from ithaca.kernel import git
 
-    def git(*args: str) -> int | None:
+    def exit_code(*args: str) -> int | None:
         try:
-            done = subprocess.run(
-                ["git", *args],
-                cwd=root,
-                capture_output=True,
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
+            return git.run(args, cwd=root, timeout=GIT_TIMEOUT_S).returncode
+        except OSError:
             return None
-        return done.returncode
 
-    if git("merge-base", "--is-ancestor", old, new) != 0:
+    if exit_code("merge-base", "--is-ancestor", old, new) != 0:
         return False
-    return git("diff", "--quiet", f"{old}..{new}") == 1
+    return exit_code("diff", "--quiet", f"{old}..{new}") == 1
 
 
 def read_head(root: str) -> str | None:

@@ -10,7 +10,7 @@ brings the kernel ``gate_state`` record in step, all in the caller's transaction
 
 from __future__ import annotations
 
-from ithaca.kernel import canon, journal, lightjson
+from ithaca.kernel import canon, gates, journal, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -197,7 +197,8 @@ def current_story(all_stories: list[Row], by_story: dict[str, Row]) -> Row | Non
 
 
 def is_pristine(row: Row) -> bool:
-    return row["phase"] == "planning" and row["iteration"] == 0 and row["outcome"] == ""
+    pristine: bool = row["phase"] == "planning" and row["iteration"] == 0 and row["outcome"] == ""
+    return pristine
 
 
 def state_digest(conn: sqlite3.Connection, session_id: str) -> str:
@@ -297,7 +298,7 @@ def delete(conn: sqlite3.Connection, session_id: str) -> None:
 
 
 def delete_gate(conn: sqlite3.Connection, session_id: str) -> None:
-    conn.execute("DELETE FROM gate_state WHERE part = ? AND scope_key = ?", (PART, session_id))
+    gates.clear_state(conn, PART, session_id)
 
 
 def save_story(conn: sqlite3.Connection, session_id: str, story: Row) -> None:
@@ -313,8 +314,7 @@ def save_story(conn: sqlite3.Connection, session_id: str, story: Row) -> None:
 
 def next_seq(conn: sqlite3.Connection) -> int:
     """The seq the next journal event will get (stable inside a write transaction)."""
-    found = conn.execute("SELECT max(seq) FROM journal").fetchone()
-    return int(found[0] or 0) + 1
+    return (journal.latest_seq(conn) or 0) + 1
 
 
 def commit(
@@ -353,12 +353,7 @@ def sync_gate(conn: sqlite3.Connection, row: Row, seq: int) -> None:
         "active": bool(row["active"]),
         "pristine": is_pristine(row),
     }
-    conn.execute(
-        "INSERT INTO gate_state (part, scope_key, state_json, updated_seq) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (part, scope_key) DO UPDATE SET state_json = excluded.state_json,"
-        " updated_seq = excluded.updated_seq",
-        (PART, row["session_id"], canon.canonical_text(state), seq),
-    )
+    gates.save_state(conn, PART, row["session_id"], canon.canonical_text(state), seq)
 
 
 # --- encoding ---------------------------------------------------------------------------

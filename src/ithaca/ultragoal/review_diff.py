@@ -18,10 +18,9 @@ against, and the review is refused (``REVIEW_DIFF_UNAVAILABLE``).
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
-from ithaca.kernel import canon
+from ithaca.kernel import canon, git
 from ithaca.kernel.errors import Refused
 
 GIT_TIMEOUT_S = 30
@@ -95,10 +94,8 @@ def _git(root: str, *args: str) -> str | None:
     """``git -C root ARGS``'s output (file names decoded as the filesystem names them), or
     None when it fails."""
     try:
-        done = subprocess.run(
-            ["git", "-C", root, *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
+        done = git.run(args, cwd=root, timeout=GIT_TIMEOUT_S)
+    except OSError:
         return None
     return os.fsdecode(done.stdout) if done.returncode == 0 else None
 

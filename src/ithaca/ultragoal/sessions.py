@@ -10,7 +10,7 @@ a call never lands on a guessed session.
 
 from __future__ import annotations
 
-from ithaca.kernel import ids
+from ithaca.kernel import host_sessions, ids
 from ithaca.kernel.errors import InvalidInput, Refused
 from ithaca.ultragoal.ttl import LIVE_TTL_S, elapsed_s
 
@@ -34,12 +34,8 @@ def check_id(value: object, pointer: str = "/session") -> str:
 
 def live_sessions(conn: sqlite3.Connection, now: str) -> list[str]:
     """Host sessions seen within 6 h and not ended, most recently seen first."""
-    rows = conn.execute(
-        "SELECT host_session_id, last_seen_at FROM host_sessions WHERE ended_at IS NULL"
-        " ORDER BY last_seen_at DESC, host_session_id"
-    ).fetchall()
     seen: list[str] = []
-    for session_id, last_seen in rows:
+    for session_id, last_seen in host_sessions.not_ended(conn):
         if elapsed_s(last_seen, now) <= LIVE_TTL_S and session_id not in seen:
             seen.append(str(session_id))
     return seen

@@ -58,7 +58,7 @@ def _stop_decide(ctx: GateContext) -> Opinion:
             return ABSTAIN
         root = _root(ctx)
         seen = progress.fingerprint(ctx.conn, root, str(ctx.session_id))
-        moved = progress.progress(view["row"], seen, root)
+        moved = progress.what_moved(view["row"], seen, root)
         ctx.scratch[NAME] = {"version": view["row"]["version"], "seen": seen, "moved": moved}
         return judge(view, seen, moved, ctx)[0]
     except Exception as exc:  # noqa: BLE001 - §6.6: any failure takes the error path
@@ -85,7 +85,7 @@ def _stop_commit(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
                 seen, moved = decided["seen"], decided["moved"]
             else:
                 seen = progress.fingerprint(conn, root, session_id)
-                moved = progress.progress(view["row"], seen, root)
+                moved = progress.what_moved(view["row"], seen, root)
             opinion, store = judge(view, seen, moved, ctx)
             store(conn)
         conn.execute("RELEASE ultragoal_stop")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ithaca.kernel.tools import ToolSpec
 from ithaca.ultragoal.inputs import AGENT_OPERATIONS
 
 ULTRAGOAL_TITLE = "Ultragoal objective pursuit"
@@ -102,3 +103,15 @@ ULTRAGOAL_SCHEMA: dict[str, Any] = {
     "required": ["operation"],
     "additionalProperties": False,
 }
+
+TOOLS = (
+    ToolSpec(
+        "ultragoal",
+        ULTRAGOAL_TITLE,
+        ULTRAGOAL_DESCRIPTION,
+        ULTRAGOAL_SCHEMA,
+        read_only=False,
+        service="ultragoal",
+        method="dispatch",
+    ),
+)

@@ -25,11 +25,10 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import tempfile
 from typing import Any, NamedTuple
 
-from ithaca.kernel import canon, clock
+from ithaca.kernel import canon, clock, git
 from ithaca.kernel.errors import Refused, invalid_field
 
 STATE_DIR = b".ithaca"
@@ -286,13 +285,7 @@ def _git(top: str, *args: str, stdin: bytes = b"", env: dict[str, str] | None = 
     """Run Git in ``top``; a failure raises ``GitFailed`` naming the command and its error."""
     command = next(arg for arg in args if not arg.startswith("-"))
     try:
-        done = subprocess.run(
-            ["git", "-C", top, *_CONFIG, *args],
-            input=stdin,
-            capture_output=True,
-            env=_environment(env),
-            check=False,
-        )
+        done = git.run([*_CONFIG, *args], cwd=top, input=stdin, env=_environment(env), timeout=None)
     except OSError as exc:  # Git gone since _locate found it, or no memory to start it
         raise GitFailed(f"git {command} could not start: {exc}", {"command": command}) from exc
     if done.returncode != 0:
@@ -305,15 +298,9 @@ def _locate(root: str) -> _Repo | None:
     """The worktree containing ``root``, its ``HEAD`` and Git-directory paths; one Git call."""
     here = os.path.abspath(root)
     asked = [arg for name in _GIT_PATHS for arg in ("--git-path", name)]
+    located = [*_CONFIG, "rev-parse", "--show-toplevel", *asked, "--verify", "-q", "HEAD"]
     try:
-        done = subprocess.run(
-            ["git", "-C", here, *_CONFIG, "rev-parse", "--show-toplevel", *asked]
-            + ["--verify", "-q", "HEAD"],
-            input=b"",
-            capture_output=True,
-            env=_environment(),
-            check=False,
-        )
+        done = git.run(located, cwd=here, env=_environment(), timeout=None)
     except OSError:
         return None
     lines = [os.fsdecode(line) for line in done.stdout.splitlines()]

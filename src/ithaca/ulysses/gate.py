@@ -13,6 +13,7 @@ and never writes. It imports only the standard library and the kernel.
 
 from __future__ import annotations
 
+from ithaca.kernel import gates
 from ithaca.kernel.gates import ABSTAIN, GateContext, Opinion
 
 TYPE_CHECKING = False
@@ -49,11 +50,6 @@ STATE_UNREADABLE = (
     "run `ithaca doctor`."
 )
 
-_STATE_QUERY = (
-    "SELECT json_extract(state_json, '$.session_id'), json_extract(state_json, '$.phase')"
-    " FROM gate_state WHERE part = 'ulysses' AND scope_key = 'project'"
-)
-
 
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.project is None:
@@ -88,7 +84,7 @@ def read_state(conn: sqlite3.Connection | None) -> tuple[str, str] | None:
     """``(session_id, phase)`` of the active session, or None when there is none."""
     if conn is None:
         return None
-    row = conn.execute(_STATE_QUERY).fetchone()
+    row = gates.state_fields(conn, "ulysses", "project", ("session_id", "phase"))
     if row is None:
         return None
     if row[1] not in PHASES or not isinstance(row[0], str):

@@ -16,7 +16,7 @@ from typing import Any
 
 from ithaca.kernel import canon, ids
 from ithaca.kernel.errors import InvalidInput, invalid_field
-from ithaca.ulysses.machine import TERMINAL_STATES
+from ithaca.ulysses.session import TERMINAL_STATES
 
 OBSERVED_MAX_BYTES = 1024 * 1024
 NOTE_DATA_MAX_BYTES = 64 * 1024

@@ -42,7 +42,7 @@ CREATE TABLE lessons (
 
 FTS_TABLE = "lessons_fts"
 
-# Column order matters: the bm25 weights in ``knowledge`` follow it.
+# Column order matters: the bm25 weights in ``lesson_search`` follow it.
 FTS_DDL = f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(title, problem, summary, body)"
 
 

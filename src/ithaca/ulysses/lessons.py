@@ -26,8 +26,8 @@ from typing import Any
 
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput
-from ithaca.ulysses.machine import TERMINAL_STATES
-from ithaca.ulysses.machine import forbidden_key as normalise
+from ithaca.ulysses.session import TERMINAL_STATES
+from ithaca.ulysses.session import forbidden_key as normalise
 
 SCHEMA = "ithaca.lesson/1"
 TITLE_MAX = 80

@@ -6,281 +6,29 @@ that needs the outside world (the clock, new ids, validator results, Git observa
 bindings) and stores what comes back; property tests drive the same function through
 any sequence of operations and outcomes without a database or a subprocess.
 
-A session is a JSON-able dict (the fields of reference §3.1, plus the closed ``steps``,
-the validator ``evidence`` and the ``reflect_base`` observation taken on entering
-REFLECT). ``S``, ``phase`` and ``active_step`` always agree (``PHASE_S``); a closed
-session has neither phase nor ``S``. Every accepted command bumps ``version`` except
-``note``; every refusal raises before anything is computed, so it changes nothing and
-yields no event. Commands are validated input (``ithaca.ulysses.inputs``) keyed by
-``operation``.
+A session is the dict ``ulysses.session`` describes. Every accepted command bumps
+``version`` except ``note``; every refusal (``ulysses.refusals``) raises before anything
+is computed, so it changes nothing and yields no event. Commands are validated input
+(``ithaca.ulysses.inputs``) keyed by ``operation``.
 """
 
 from __future__ import annotations
 
 import copy
-import re
-import unicodedata
 from typing import Any
 
-from ithaca.kernel.errors import NotFound, Refused
-from ithaca.ulysses.lookalikes import skeleton
-
-PHASE_S = {"IDLE": 0, "PRIMARY": 1, "RECOVERY": 2, "REFLECT": 2}
-REQUIRED_ACTION = {
-    "IDLE": "plan",
-    "PRIMARY": "outcome",
-    "RECOVERY": "outcome",
-    "REFLECT": "reflect",
-}
-TERMINAL_STATES = ("resolved", "insufficient_information", "environment_compromised")
-STATUSES = ("active", *TERMINAL_STATES, "superseded")
-# The reason a validator result carries when the snapshot check failed and nothing ran.
-TAMPER_REASON = "snapshot_hash_mismatch"
-
-State = dict[str, Any]
-Event = dict[str, Any]
-
-_WHITESPACE = re.compile(r"\s+")
-
-
-def forbidden_key(text: str) -> str:
-    """The comparison key of a move: NFKC, casefolded, folded to its confusable skeleton
-    (UTS #39: a look-alike from another script is the same letter), whitespace runs
-    collapsed, stripped."""
-    folded = skeleton(unicodedata.normalize("NFKC", text).casefold())
-    return _WHITESPACE.sub(" ", folded).strip()
-
-
-def is_tamper(validation: dict[str, Any]) -> bool:
-    """Whether a validator result reports a failed snapshot check (nothing ran)."""
-    return validation.get("reason") == TAMPER_REASON
-
-
-def is_active(state: State | None) -> bool:
-    return state is not None and state["status"] == "active"
-
-
-def step_role(state: State) -> str:
-    """Which of the open step's validators judges the next outcome."""
-    return "primary" if state["phase"] == "PRIMARY" else "recovery"
-
-
-def observation_needed(
-    state: State, command: dict[str, Any], validation: dict[str, Any]
-) -> str | None:
-    """Which Git observation the service must take before committing a judged command
-    (``outcome`` or ``complete``): ``reflect_base`` when it enters REFLECT, ``checkpoint``
-    when an outcome passes, else none."""
-    if is_tamper(validation):
-        return "reflect_base"
-    if command["operation"] == "complete":
-        return None
-    if validation["pass"]:
-        return "checkpoint"
-    return "reflect_base" if state["phase"] == "RECOVERY" else None
-
-
-def next_checkpoint_label(state: State, prefix: str) -> str:
-    """``checkpoint_<n>`` or ``pre_rollback_<n>``: one more than the labels already taken."""
-    taken = sum(1 for point in state["checkpoints"] if point["label"].startswith(prefix + "_"))
-    return f"{prefix}_{taken + 1}"
-
-
-def irreversible_after(state: State, checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
-    """Irreversible steps planned after ``checkpoint`` was taken (a rollback cannot undo
-    what they did outside the worktree)."""
-    steps = [*state["steps"], *([state["active_step"]] if state["active_step"] else [])]
-    return [
-        step
-        for step in steps
-        if step["irreversible"] and step["planned_at"] > (checkpoint["at"] or "")
-    ]
-
-
-# --- refusals -----------------------------------------------------------------------
-
-
-def check(state: State | None, command: dict[str, Any]) -> None:
-    """Raise the refusal ``command`` meets in ``state`` (session, phase, prerequisites);
-    everything a command needs from outside comes later, with the facts."""
-    operation = command["operation"]
-    if operation == "init":
-        if is_active(state) and not command.get("supersede"):
-            assert state is not None
-            raise Refused(
-                "SESSION_ACTIVE",
-                f"session {state['session_id']} is active; complete it, or init with"
-                " supersede: true to abandon it",
-                {"session_id": state["session_id"]},
-            )
-    elif operation == "rollback":  # the user's, on any session of theirs
-        if state is None:
-            raise _no_active_session()
-        _check_rollback(state, command["label"])
-    elif operation != "status":
-        if not is_active(state):
-            raise _no_active_session()
-        assert state is not None
-        phase_check = _PHASE_CHECKS.get(operation)
-        if phase_check is not None:
-            phase_check(state, command)
-
-
-def _check_resume(state: State, command: dict[str, Any]) -> None:
-    wanted = command.get("session_id")
-    if wanted is not None and wanted != state["session_id"]:
-        raise Refused(
-            "SESSION_NOT_ACTIVE",
-            f"session {wanted} is not the active session {state['session_id']}",
-            {"session_id": wanted, "active": state["session_id"]},
-        )
-
-
-def _check_plan(state: State, command: dict[str, Any]) -> None:
-    phase = state["phase"]
-    if phase == "REFLECT":
-        raise _reflect_required("plan")
-    if phase in ("PRIMARY", "RECOVERY"):
-        step = state["active_step"]
-        raise Refused(
-            "STEP_ACTIVE",
-            f"step {step['step_id']} is still open; report its outcome first",
-            {"step_id": step["step_id"], "phase": phase},
-        )
-    _check_forbidden(state, command)
-
-
-def _check_outcome(state: State, command: dict[str, Any]) -> None:
-    if state["phase"] == "REFLECT":
-        raise _reflect_required("outcome")
-    if state["phase"] == "IDLE":
-        raise Refused("NO_ACTIVE_STEP", "no step is open; plan one first", {"phase": "IDLE"})
-
-
-def _check_reflect(state: State, command: dict[str, Any]) -> None:
-    phase = state["phase"]
-    if phase == "RECOVERY":
-        raise Refused(
-            "RECOVERY_OUTCOME_PENDING",
-            "the recovery step is still open; report its outcome first",
-            {"step_id": state["active_step"]["step_id"]},
-        )
-    if phase != "REFLECT":
-        raise Refused(
-            "REFLECT_NOT_REQUIRED",
-            f"reflection is due only after a recovery failed (phase {phase})",
-            {"phase": phase},
-        )
-
-
-# The user's own way to bind late or replace: the ``replace_final_validator`` operation,
-# which only the CLI offers, behind the terminal check (``kernel.authority``).
-USER_BINDS_FINAL = (
-    "`ithaca ulysses bind-final-validator NOTEBOOK CELL --replace` in their own terminal"
+from ithaca.kernel.errors import Refused
+from ithaca.ulysses.refusals import check, restorable_checkpoint
+from ithaca.ulysses.session import (
+    PHASE_S,
+    State,
+    forbidden_key,
+    is_active,
+    is_tamper,
+    step_role,
 )
 
-
-def _check_bind_final(state: State, command: dict[str, Any]) -> None:
-    """The agent binds the final validator once, before the first outcome, so that it is
-    fixed before any fix and cannot be fitted to one; binding it later, or replacing it, is
-    the user's."""
-    bound = state["finalValidator"]
-    if bound is not None:
-        raise Refused(
-            "FINAL_VALIDATOR_ALREADY_BOUND",
-            f"a final validator is already bound to this session; replacing it is the user's"
-            f" ({USER_BINDS_FINAL})",
-            {"finalValidator": bound},
-        )
-    if has_outcome(state):
-        raise Refused(
-            "FINAL_VALIDATOR_LATE",
-            "the final validator is bound before the first outcome, so that it is fixed"
-            f" before any fix; binding one now is the user's ({USER_BINDS_FINAL})",
-            {},
-        )
-
-
-def has_outcome(state: State) -> bool:
-    """Whether a step's validator has judged an outcome in this session."""
-    return any(entry["role"] in ("primary", "recovery") for entry in state["evidence"])
-
-
-def _check_complete(state: State, command: dict[str, Any]) -> None:
-    if command["terminalState"] != "resolved":
-        return
-    if state["phase"] == "REFLECT":
-        raise _reflect_required("complete as resolved")
-    if state["finalValidator"] is None:
-        raise Refused(
-            "FINAL_VALIDATOR_REQUIRED",
-            "resolved needs a final validator; bind one with bind_final_validator",
-            {},
-        )
-
-
-_PHASE_CHECKS = {
-    "resume": _check_resume,
-    "plan": _check_plan,
-    "outcome": _check_outcome,
-    "reflect": _check_reflect,
-    "bind_final_validator": _check_bind_final,
-    "replace_final_validator": lambda state, command: None,  # the user's, at any point
-    "complete": _check_complete,
-}
-
-
-def _check_forbidden(state: State, command: dict[str, Any]) -> None:
-    # Keys are taken again from the texts: entries stored under an older key still hold.
-    known = {forbidden_key(entry["text"]): entry for entry in state["forbidden_moves"]}
-    for field in ("primary", "recovery"):
-        key = forbidden_key(command[field])
-        entry = known.get(key)
-        if entry is not None:
-            raise Refused(
-                "FORBIDDEN_MOVE",
-                f"{field} repeats a move that {entry['reason']} in step {entry['step_id']}:"
-                f" {entry['text']!r}",
-                {
-                    "field": field,
-                    "move": command[field],
-                    "key": key,
-                    "origin_step": entry["step_id"],
-                    "reason": entry["reason"],
-                },
-            )
-
-
-def _check_rollback(state: State, label: str) -> dict[str, Any]:
-    for point in state["checkpoints"]:
-        if point["label"] == label:
-            if point["restorable"] is False:
-                raise Refused(
-                    "CHECKPOINT_NOT_RESTORABLE",
-                    f"checkpoint {label} holds no snapshot to restore",
-                    {"label": label, "session_id": state["session_id"]},
-                )
-            return dict(point)
-    raise NotFound(
-        "CHECKPOINT_NOT_FOUND",
-        f"session {state['session_id']} has no checkpoint {label!r}",
-        {"label": label, "labels": [point["label"] for point in state["checkpoints"]]},
-    )
-
-
-def _no_active_session() -> Refused:
-    return Refused("NO_ACTIVE_SESSION", "no Ulysses session is active; init one first", {})
-
-
-def _reflect_required(action: str) -> Refused:
-    return Refused(
-        "REFLECT_REQUIRED",
-        f"cannot {action} now: reflect first (a falsifiable hypothesis and what would disprove it)",
-        {"phase": "REFLECT", "required_action": "reflect"},
-    )
-
-
-# --- transitions --------------------------------------------------------------------
+Event = dict[str, Any]
 
 
 def transition(
@@ -528,7 +276,7 @@ def _complete(state: State, command: dict[str, Any], facts: dict[str, Any]) -> l
 
 
 def _rollback(state: State, command: dict[str, Any], facts: dict[str, Any]) -> list[Event]:
-    checkpoint = _check_rollback(state, command["label"])
+    checkpoint = restorable_checkpoint(state, command["label"])
     pre_rollback = facts["pre_rollback"]
     state["checkpoints"].append(pre_rollback)
     payload = {"checkpoint": checkpoint, "pre_rollback": pre_rollback}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.ulysses.machine import REQUIRED_ACTION
+from ithaca.ulysses.session import REQUIRED_ACTION
 
 VALIDATOR_FIELDS = ("notebookId", "cellId", "cellVersion", "snapshotHash", "language", "mode")
 LESSON_STEP_FIELDS = ("step_id", "primary", "recovery", "irreversible", "result", "hypothesis_seq")
@@ -74,7 +74,7 @@ def last_session(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def closed_for_lesson(state: dict[str, Any]) -> dict[str, Any]:
-    """A closed session in the shape ``knowledge.record_lesson`` takes."""
+    """A closed session in the shape ``lesson_recording.record_lesson`` takes."""
     return {
         "session_id": state["session_id"],
         "problem": state["problem"],

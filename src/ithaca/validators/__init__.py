@@ -4,7 +4,8 @@ A validator reads observed data and writes a pass or fail verdict; Ulysses, ultr
 protocol evidence rules trust that verdict instead of an agent's claim. The package
 splits the work in two halves:
 
-- stored: ``notebooks`` (the notebook facility, every cell version kept), ``cells`` (roles
+- stored: ``notebooks`` (the notebook facility, every cell version kept; its arguments'
+  checks in ``notebook_arguments``, its Markdown in ``notebook_export``), ``cells`` (roles
   and filename rules), ``snapshot`` (a cell frozen with its manifests and runtime, named by
   the SHA-256 of its canonical JSON) and ``bindings`` (a snapshot pinned to an owner,
   vouched for by a journal event, checked before every run);
@@ -12,37 +13,45 @@ splits the work in two halves:
   limits), ``confine`` (the read-only view of the filesystem), ``verdict`` (what a run
   means) and ``runner`` (one run in a fresh folder).
 
-The names below load on first use (PEP 562), so importing the package costs nothing.
+The face below (the adapters' way in, and the modules Ulysses uses) loads on first use
+(PEP 562), so importing the package costs nothing.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
+from ithaca.kernel import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from ithaca.validators import bindings, runner, snapshot
+    from ithaca.validators.confine import bubblewrap
+    from ithaca.validators.notebooks import NotebookService
+    from ithaca.validators.runner import remove_stale_run_folders
 
-# public name -> (module, attribute)
-_EXPORTS = {
-    "NotebookService": ("notebooks", "NotebookService"),
-    "build_snapshot": ("snapshot", "build"),
-    "encode_snapshot": ("snapshot", "encode"),
-    "decode_snapshot": ("snapshot", "decode"),
-    "bind": ("bindings", "bind"),
-    "attach_event": ("bindings", "attach_event"),
-    "check": ("bindings", "check"),
-    "run": ("bindings", "run"),
-    "record_run": ("bindings", "record_run"),
-    "get_binding": ("bindings", "get"),
-    "run_snapshot": ("runner", "run_snapshot"),
+_FACE = {
+    "NotebookService": "ithaca.validators.notebooks:NotebookService",
+    "bubblewrap": "ithaca.validators.confine:bubblewrap",
+    "remove_stale_run_folders": "ithaca.validators.runner:remove_stale_run_folders",
+    "bindings": "ithaca.validators.bindings",
+    "runner": "ithaca.validators.runner",
+    "snapshot": "ithaca.validators.snapshot",
 }
+__all__ = [
+    "NotebookService",
+    "bubblewrap",
+    "remove_stale_run_folders",
+    "bindings",
+    "runner",
+    "snapshot",
+]
+__getattr__ = lazy(__name__, _FACE)
 
-__all__ = sorted(_EXPORTS)
 
+# --- The manifest: what this part brings to the kernel's registries --------------------
+# What Validators brings: its tables, the sandbox check and the notebook tool.
+# Plain data naming "module:attribute" targets (``ithaca.kernel.manifests``).
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        module, attribute = _EXPORTS[name]
-        return getattr(import_module(f"ithaca.validators.{module}"), attribute)
-    raise AttributeError(f"module 'ithaca.validators' has no attribute {name!r}")
+MIGRATIONS = ((3, "validators.initial", "ithaca.validators.tables:VALIDATORS_V1"),)
+DOCTOR_CHECKS = ("ithaca.validators.confine:check",)
+MCP_TOOLS = ("ithaca.validators.tools:TOOLS",)
+CLI_COMMANDS = {"notebook": "ithaca.cli.commands.notebook:group"}

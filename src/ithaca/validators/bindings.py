@@ -16,7 +16,6 @@ the payload, or the start of a key leading to the binding's object (``primaryVal
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from typing import Any
@@ -230,36 +229,10 @@ def _journal_vouches(conn: sqlite3.Connection, row: dict[str, Any]) -> bool:
     seq = row["journal_seq"]
     if seq is None:
         return False
-    found = conn.execute(
-        "SELECT at, actor, kind, subject, payload, prev_hash, hash FROM journal WHERE seq = ?",
-        (seq,),
-    ).fetchone()
-    if found is None:
+    event = journal.verified_event(conn, seq)
+    if event is None:
         return False
-    at, actor, kind, subject, payload_text, prev_hash, stored_hash = found
-    try:
-        payload = json.loads(payload_text)
-    except ValueError:
-        return False
-    event = {
-        "seq": seq,
-        "at": at,
-        "actor": actor,
-        "kind": kind,
-        "subject": subject,
-        "payload": payload,
-    }
-    try:
-        if journal.chain_hash(prev_hash, event) != stored_hash:
-            return False
-    except InvalidInput:
-        return False
-    successor = conn.execute(
-        "SELECT prev_hash FROM journal WHERE seq > ? ORDER BY seq LIMIT 1", (seq,)
-    ).fetchone()
-    if successor is not None and successor[0] != stored_hash:
-        return False
-    return _names_binding(kind, subject, payload, row)
+    return _names_binding(event["kind"], event["subject"], event["payload"], row)
 
 
 def _names_binding(kind: str, subject: Any, payload: Any, row: dict[str, Any]) -> bool:

@@ -8,8 +8,8 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-from ithaca.cli.commands.archive import archive
-from ithaca.cli.commands.record import record
+from ithaca.cli.commands.archive import command as archive
+from ithaca.cli.commands.record import command as record
 
 
 def run(command: Any, folder: Path, *args: str) -> Result:

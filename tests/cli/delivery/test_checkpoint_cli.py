@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from ithaca.cli.commands.checkpoint import checkpoint
-from ithaca.cli.commands.record import record
+from ithaca.cli.commands.checkpoint import command as checkpoint
+from ithaca.cli.commands.record import command as record
 
 CHANGE = {"id": "add-login", "kind": "standard", "title": "Add login", "intent": "# Login\n"}
 

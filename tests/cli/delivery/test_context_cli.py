@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from ithaca.cli.commands.context import context
-from ithaca.cli.commands.record import record
+from ithaca.cli.commands.context import command as context
+from ithaca.cli.commands.record import command as record
 
 
 def run(command, folder: Path, *args: str) -> Result:

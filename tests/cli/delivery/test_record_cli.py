@@ -9,7 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-from ithaca.cli.commands.record import record
+from ithaca.cli.commands.record import command as record
 
 TASK = {"id": "T-1", "title": "Add login form", "verification": {"argv": ["pytest"]}}
 

@@ -9,6 +9,7 @@ confirmation.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +215,7 @@ def _journal_length(opened: Any) -> int:
 
 
 @pytest.fixture
-def on_terminal(type_ahead: Any) -> Any:
+def on_terminal(type_ahead: Callable[..., tuple[int, str]]) -> Any:
     """``run(root, typed, *args, **env)``: ``ithaca ultragoal ARGS`` on a pseudo-terminal."""
 
     def run(root: Path, typed: str, *args: str, **env: str) -> tuple[int, str]:

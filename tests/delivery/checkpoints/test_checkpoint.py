@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from ithaca.app import IthacaProject
+from ithaca.delivery.checkpoints import rows as checkpoint_rows
 from ithaca.delivery.checkpoints import tool as checkpoints
 from ithaca.delivery.service import DeliveryService
-from ithaca.kernel import canon
+from ithaca.kernel import canon, journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound, Refused
 
@@ -112,7 +113,7 @@ def test_supersession_is_one_transaction(
     def broken(*args: Any, **kwargs: Any) -> int:
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoints.journal, "append", broken)
+    monkeypatch.setattr(journal, "append", broken)
     with pytest.raises(OSError):
         checkpoint("research", {"summary": "second look"})
     assert rows(project) == [("research", 1, "accepted", None)]
@@ -191,7 +192,9 @@ def test_concurrent_accepts_in_two_processes_chain_cleanly(
     chain = ids.fetchall()
     for (previous_id, _, _), (_, supersedes, _) in zip(chain, chain[1:], strict=False):
         assert supersedes == previous_id
-    assert checkpoints.read(project.store.connection(), "dev", "change", "add-login") is not None
+    assert (
+        checkpoint_rows.read(project.store.connection(), "dev", "change", "add-login") is not None
+    )
 
 
 def test_a_replayed_key_returns_the_first_answer_and_a_reused_key_conflicts(
@@ -218,7 +221,7 @@ def test_an_edited_row_is_detected(
         checkpoint("research", {"summary": "next"})
     assert caught.value.code == "CHECKPOINT_DIGEST_MISMATCH"
     with pytest.raises(Corrupt):
-        checkpoints.read(project.store.connection(), "research", "change", "add-login")
+        checkpoint_rows.read(project.store.connection(), "research", "change", "add-login")
 
 
 def test_the_envelope_snapshot_is_stored_as_a_blob(

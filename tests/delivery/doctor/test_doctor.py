@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from ithaca.app import IthacaProject, open_project
-from ithaca.cli.main import cli
+from ithaca.cli.entry import cli
 from ithaca.kernel import canon, doctor, journal
 from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound
 
@@ -161,7 +161,7 @@ def test_an_edited_journal_row_is_reported_by_its_seq(
 def test_an_edited_checkpoint_row_fails_its_digest(
     project: IthacaProject, project_dir: Path
 ) -> None:
-    body = {
+    body: dict[str, Any] = {
         "stage": "research",
         "scope_type": "project",
         "scope_id": None,
@@ -384,7 +384,7 @@ def test_rebuild_and_restore_are_refused_without_a_terminal(
 def test_the_tool_entry_inspects_by_default_and_repairs_on_request(
     project: IthacaProject,
 ) -> None:
-    from ithaca.delivery.doctor.checks import doctor as tool
+    from ithaca.delivery.doctor.tool import doctor as tool
 
     inspected = tool(project.project, project.store, project.config, {})
     repaired = tool(project.project, project.store, project.config, {"operation": "repair"})

@@ -8,6 +8,7 @@ from typing import Any
 
 from ithaca.app import IthacaProject
 from ithaca.delivery.ledger import apply as ledger_apply
+from ithaca.delivery.ledger import intake as ledger_intake
 from ithaca.delivery.ledger.format import Key, Record, record
 from ithaca.kernel import canon
 
@@ -27,9 +28,9 @@ def task(n: int, title: str | None = None, status: str = "pending", **extra: Any
 
 
 def apply_taken(project: IthacaProject, taken: dict[Key, Record | None]) -> None:
-    prepared = ledger_apply.prepare(project.project.state_root, taken)
+    prepared = ledger_intake.prepare(project.project.state_root, taken)
     with project.store.write() as tx:
-        ledger_apply.apply(tx, prepared)
+        ledger_apply.apply_taken(tx, prepared)
 
 
 def rows(project: IthacaProject) -> dict[str, tuple[Any, ...]]:

@@ -64,6 +64,7 @@ def test_a_record_both_branches_changed_is_kept_as_ours_and_listed(tmp_path: Pat
     assert merged.records[0].body["title"] == "ours"
     [conflict] = merged.conflicts
     assert (conflict.label, conflict.base_digest) == ("task:T-1", base.records[0].digest)
+    assert conflict.ours is not None and conflict.theirs is not None
     assert conflict.ours.body["title"] == "ours"
     assert conflict.theirs.body["title"] == "theirs"
     assert "task:T-1" in capsys.readouterr().err

@@ -43,7 +43,9 @@ edit_values = st.one_of(st.none(), st.text(min_size=1, max_size=3))
 
 
 @st.composite
-def disjoint_histories(draw):
+def disjoint_histories(
+    draw: st.DrawFn,
+) -> tuple[dict[str, str], dict[str, str | None], dict[str, str | None]]:
     base = draw(bases)
     owners = draw(
         st.lists(
@@ -52,7 +54,8 @@ def disjoint_histories(draw):
     )
     edits: dict[str, dict[str, str | None]] = {"ours": {}, "theirs": {}, "nobody": {}}
     for task_id, owner in zip(IDS, owners, strict=True):
-        edits[owner][task_id] = draw(edit_values.map(lambda v, o=owner: v and f"{o} {v}"))
+        value = draw(edit_values)
+        edits[owner][task_id] = value and f"{owner} {value}"
     return base, edits["ours"], edits["theirs"]
 
 

@@ -15,7 +15,8 @@ from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound
 
 
 def bind(record: Any, **data: Any) -> dict[str, Any]:
-    return record("artifact", "bind", {"kind": "research", **data})
+    bound: dict[str, Any] = record("artifact", "bind", {"kind": "research", **data})
+    return bound
 
 
 def test_content_is_copied_into_the_change_folder(

@@ -15,11 +15,12 @@ VERIFY = {"argv": ["pytest", "-q", "tests/test_auth.py"]}
 
 
 def task(record: Any, task_id: str, **data: Any) -> dict[str, Any]:
-    return record(
+    defined: dict[str, Any] = record(
         "task_contract",
         "define",
         {"id": task_id, "title": f"task {task_id}", "verification": VERIFY, **data},
     )
+    return defined
 
 
 def codes(result: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from ithaca.app import IthacaProject
-from ithaca.cli.commands.run_plan import run_plan_command
+from ithaca.cli.commands.run_plan import command as run_plan_command
 from ithaca.delivery.run_plan import worker as run_plan_worker
 from ithaca.delivery.run_plan.dispatcher import run_plan
 from ithaca.delivery.sessions import acquire as sessions_acquire

@@ -11,17 +11,19 @@ from ithaca.delivery.run_plan.waves import (
     DependencyCycle,
     Node,
     paths_overlap,
+    split_into_waves,
     tasks_overlap,
-    waves,
 )
 
 
 def test_disjoint_files_share_a_wave() -> None:
-    assert waves([Node("A", files=("a.py",)), Node("B", files=("b.py",))]) == [["A", "B"]]
+    assert split_into_waves([Node("A", files=("a.py",)), Node("B", files=("b.py",))]) == [
+        ["A", "B"]
+    ]
 
 
 def test_overlapping_files_take_consecutive_waves() -> None:
-    found = waves(
+    found = split_into_waves(
         [Node("A", files=("x.py",)), Node("B", files=("x.py", "y.py")), Node("C", files=("z",))]
     )
     assert found == [["A", "C"], ["B"]]
@@ -32,12 +34,15 @@ def test_a_folder_overlaps_what_it_holds_only_with_a_trailing_slash() -> None:
     assert paths_overlap("src/app/", "src/app")
     assert not paths_overlap("src", "src/app.py")
     assert not paths_overlap("src/ap", "src/app.py")
-    assert waves([Node("A", files=("src/",)), Node("B", files=("src/a.py",))]) == [["A"], ["B"]]
+    assert split_into_waves([Node("A", files=("src/",)), Node("B", files=("src/a.py",))]) == [
+        ["A"],
+        ["B"],
+    ]
 
 
 def test_undeclared_files_overlap_everything() -> None:
     assert tasks_overlap(Node("A"), Node("B", files=("b.py",)))
-    found = waves([Node("A"), Node("B", files=("b.py",)), Node("C", files=("c.py",))])
+    found = split_into_waves([Node("A"), Node("B", files=("b.py",)), Node("C", files=("c.py",))])
     assert found == [["A"], ["B", "C"]]
 
 
@@ -49,16 +54,16 @@ def test_layers_follow_the_longest_dependency_path() -> None:
         Node("D", deps=("A", "C"), files=("d",)),
         Node("E", deps=("outside",), files=("e",)),
     ]
-    assert waves(reversed(nodes)) == [["A", "E"], ["B"], ["C"], ["D"]]
+    assert split_into_waves(reversed(nodes)) == [["A", "E"], ["B"], ["C"], ["D"]]
 
 
 def test_a_cycle_is_named() -> None:
     with pytest.raises(DependencyCycle) as caught:
-        waves([Node("A", deps=("C",)), Node("B", deps=("A",)), Node("C", deps=("B",))])
+        split_into_waves([Node("A", deps=("C",)), Node("B", deps=("A",)), Node("C", deps=("B",))])
     assert caught.value.cycle[0] == caught.value.cycle[-1]
     assert set(caught.value.cycle) == {"A", "B", "C"}
     with pytest.raises(DependencyCycle):
-        waves([Node("A", deps=("A",))])
+        split_into_waves([Node("A", deps=("A",))])
 
 
 PATHS = st.sampled_from(["a", "a/", "a/b", "a/b/", "a/b/c", "b", "b/", "b/c", "c"])
@@ -79,7 +84,7 @@ def acyclic_tasks(draw: st.DrawFn) -> list[Node]:
 @settings(max_examples=150, deadline=None)
 @given(acyclic_tasks())
 def test_waves_never_overlap_and_deps_come_first(nodes: list[Node]) -> None:
-    found = waves(nodes)
+    found = split_into_waves(nodes)
     by_id = {node.id: node for node in nodes}
     assert sorted(task for wave in found for task in wave) == sorted(by_id)
     position = {task: index for index, wave in enumerate(found) for task in wave}
@@ -91,4 +96,4 @@ def test_waves_never_overlap_and_deps_come_first(nodes: list[Node]) -> None:
     for node in nodes:
         for dep in node.deps:
             assert position[dep] < position[node.id]
-    assert waves(list(reversed(nodes))) == found
+    assert split_into_waves(list(reversed(nodes))) == found

@@ -52,7 +52,9 @@ def tasks(project_dir: Path, record: Any, new_change: Any) -> list[str]:
     return ["T-1", "T-2"]
 
 
-def acquire(project: IthacaProject, task_id: str, host: str, worktree: str = "create") -> dict:
+def acquire(
+    project: IthacaProject, task_id: str, host: str, worktree: str = "create"
+) -> dict[str, Any]:
     request = {
         "operation": "acquire",
         "task_id": task_id,

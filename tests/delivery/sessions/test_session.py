@@ -16,7 +16,7 @@ import pytest
 
 from ithaca.app import IthacaProject
 from ithaca.delivery.sessions import leases
-from ithaca.delivery.sessions.acquire import AcquireRequest, acquire
+from ithaca.delivery.sessions.acquire import AcquireRequest, acquire_session
 from ithaca.delivery.sessions.tool import session
 from ithaca.kernel import config as config_loader
 from ithaca.kernel.errors import Conflict, IthacaError, NotFound, Refused
@@ -420,7 +420,7 @@ def test_a_clean_merged_worktree_goes_and_the_central_state_stays(project, task,
 
 
 def test_a_plan_run_session_is_closed_only_by_its_runner(project, task):
-    answer, _ = acquire(
+    answer, _ = acquire_session(
         project.project,
         project.store,
         AcquireRequest(task_id=task, strategy="spawn", worktree="none", plan_run_id="run_1"),

@@ -43,11 +43,13 @@ def outcome(
         "data": data,
         "idempotency_key": key or f"{action}-{next(_KEYS)}",
     }
-    return service.record({"entries": [entry], **request})["results"][0]
+    result: dict[str, Any] = service.record({"entries": [entry], **request})["results"][0]
+    return result
 
 
 def start(service: DeliveryService, **request: Any) -> dict[str, Any]:
-    return outcome(service, "start", {"task_id": "T-1"}, **request)["result"]
+    started: dict[str, Any] = outcome(service, "start", {"task_id": "T-1"}, **request)["result"]
+    return started
 
 
 def output(**changes: Any) -> dict[str, Any]:

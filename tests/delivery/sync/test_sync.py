@@ -62,7 +62,8 @@ def title_of(project: IthacaProject, task_id: str) -> str:
         .execute("SELECT contract FROM delivery_tasks WHERE id = ?", (task_id,))
         .fetchone()
     )
-    return json.loads(row[0])["title"]
+    title: str = json.loads(row[0])["title"]
+    return title
 
 
 def events(project: IthacaProject, kind: str) -> int:
@@ -70,7 +71,7 @@ def events(project: IthacaProject, kind: str) -> int:
     return int(project.store.connection().execute(query, (kind,)).fetchone()[0])
 
 
-def teammate(project: IthacaProject, edit: Callable[[dict[Key, Record]], None]) -> Ledger:
+def teammate(project: IthacaProject, edit: Callable[[dict[Key, Record]], object]) -> Ledger:
     """Write the next generation of the ledger as another checkout would publish it."""
     current = parse(ledger_file(project).read_bytes())
     records = dict(current.index)

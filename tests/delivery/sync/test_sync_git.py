@@ -73,7 +73,8 @@ def title_of(root: Path, task_id: str) -> str:
             .execute("SELECT contract FROM delivery_tasks WHERE id = ?", (task_id,))
             .fetchone()
         )
-        return json.loads(row[0])["title"]
+        title: str = json.loads(row[0])["title"]
+        return title
     finally:
         project.close()
 

@@ -11,7 +11,8 @@ import pytest
 
 from ithaca.app import IthacaProject
 from ithaca.delivery.service import DeliveryService
-from ithaca.delivery.units.recoverable import Outcome, Plan, Rename, Stale, TrackedWrite, Units
+from ithaca.delivery.units.plans import Outcome, Plan, Rename, Stale, TrackedWrite
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import canon, clock
 
 

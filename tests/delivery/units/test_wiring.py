@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ithaca.app import IthacaProject
-from ithaca.delivery.units.recoverable import Outcome, Plan, TrackedWrite
+from ithaca.delivery.units.plans import Outcome, Plan, TrackedWrite
 from ithaca.kernel import canon
 
 

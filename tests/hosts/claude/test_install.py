@@ -10,13 +10,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ithaca
-from ithaca.hosts.claude.install import (
+from ithaca.hosts.claude.installer import (
     CLAUDE_EVENTS,
     DEGRADED,
     hook_command,
@@ -90,19 +91,20 @@ def project_with(tmp_path: Path, settings: str | None = None, mcp: str | None = 
     return root
 
 
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+def load(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
 
 
-def fixture(name: str) -> dict:
+def fixture(name: str) -> dict[str, Any]:
     return load(FIXTURES / name)
 
 
-def settings_of(root: Path) -> dict:
+def settings_of(root: Path) -> dict[str, Any]:
     return load(root / ".claude" / "settings.json")
 
 
-def ithaca_commands(document: dict, event: str) -> list[str]:
+def ithaca_commands(document: dict[str, Any], event: str) -> list[str]:
     return [
         hook["command"]
         for group in document["hooks"].get(event, [])
@@ -202,7 +204,7 @@ def test_reinstall_over_a_machine_path_hook_replaces_only_ithacas_entries_in_pla
     import ithaca.hosts.install.hooks as install_hooks
 
     root = project_with(tmp_path, settings="settings-user-hooks.json")
-    legacy = f"{hermetic}/python -P -c 'from ithaca.hosts.main import run; run()' claude"
+    legacy = f"{hermetic}/python -P -c 'from ithaca.hosts.entry import run; run()' claude"
     monkeypatch.setattr(install_hooks, "hook_command", lambda event, _: f"{legacy} {event}")
     install(root)
     monkeypatch.undo()
@@ -572,7 +574,7 @@ user_settings = st.builds(
 )
 @given(original=user_settings)
 def test_any_user_settings_come_back_byte_for_byte_after_install_and_uninstall(
-    original: dict,
+    original: dict[str, Any],
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -675,7 +677,7 @@ def test_shipped_texts_name_only_real_commands_and_flags(
 
     import click
 
-    from ithaca.cli.main import cli
+    from ithaca.cli.entry import cli
     from ithaca.ultragoal.inputs import AGENT_OPERATIONS
 
     text = files("ithaca.skills").joinpath(*resource).read_text()
@@ -886,7 +888,7 @@ def test_the_sandboxs_stand_ins_are_kept_out_of_git_and_uninstall_takes_that_bac
 
 
 def test_the_stand_ins_stay_excluded_while_the_other_host_is_sandboxed(tmp_path: Path) -> None:
-    from ithaca.hosts.codex import install as install_codex
+    from ithaca.hosts.codex import installer as install_codex
 
     root = project_with(tmp_path)
     subprocess.run([GIT, "init", "-q", str(root)], check=True)

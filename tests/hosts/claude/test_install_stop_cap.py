@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
-from ithaca.cli.main import cli
-from ithaca.hosts.claude.install import install, uninstall
+from ithaca.cli.entry import cli
+from ithaca.hosts.claude.installer import install, uninstall
 from ithaca.kernel.errors import InvalidInput
 from ithaca.ultragoal.hostcap import stop_cap
 
@@ -23,7 +24,7 @@ def no_outside_state(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CAP, raising=False)
 
 
-def project(tmp_path: Path, settings: dict | None = None) -> Path:
+def project(tmp_path: Path, settings: dict[str, Any] | None = None) -> Path:
     root = tmp_path / "project"
     root.mkdir()
     if settings is not None:
@@ -32,13 +33,15 @@ def project(tmp_path: Path, settings: dict | None = None) -> Path:
     return root
 
 
-def settings_of(root: Path) -> dict:
-    return json.loads((root / ".claude" / "settings.json").read_text())
+def settings_of(root: Path) -> dict[str, Any]:
+    settings: dict[str, Any] = json.loads((root / ".claude" / "settings.json").read_text())
+    return settings
 
 
-def cap_record(root: Path) -> dict:
+def cap_record(root: Path) -> dict[str, Any]:
     manifest = root / ".ithaca" / ".runtime" / "installs" / "claude.json"
-    return json.loads(manifest.read_text())["stopHookBlockCap"]
+    record: dict[str, Any] = json.loads(manifest.read_text())["stopHookBlockCap"]
+    return record
 
 
 def run(*args: str) -> Result:

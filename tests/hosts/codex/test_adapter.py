@@ -15,10 +15,11 @@ from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca import init_project, open_project
-from ithaca.hosts import dispatch, main
+from ithaca.hosts import dispatch
+from ithaca.hosts import entry as main
 from ithaca.hosts.codex import adapter as codex
-from ithaca.hosts.codex.install import hook_command
-from ithaca.kernel.classify import classify
+from ithaca.hosts.codex.installer import hook_command
+from ithaca.kernel.classify import classify_call
 from ithaca.kernel.gates import Opinion
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex"
@@ -201,7 +202,7 @@ def test_a_stop_that_yields_to_the_user_is_allowed_with_an_empty_object(pursuing
 
 
 def codex_call(tool: str, tool_input: dict[str, Any], root: Path) -> Any:
-    return classify("codex", tool, tool_input, str(root), project_root=str(root))
+    return classify_call("codex", tool, tool_input, str(root), project_root=str(root))
 
 
 @pytest.mark.parametrize(

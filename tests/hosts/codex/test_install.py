@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ithaca.hosts.codex.install import CODEX_EVENTS, DEGRADED, hook_command, install, uninstall
+from ithaca.hosts.codex.installer import CODEX_EVENTS, DEGRADED, hook_command, install, uninstall
 from ithaca.hosts.install import server as install_server
 from ithaca.kernel.errors import Conflict, InvalidInput
 
@@ -22,7 +22,8 @@ HOOKS = ".codex/hooks.json"
 
 
 def manifest(root: Path) -> dict[str, Any]:
-    return json.loads((root / ".ithaca/.runtime/installs/codex.json").read_text())
+    found: dict[str, Any] = json.loads((root / ".ithaca/.runtime/installs/codex.json").read_text())
+    return found
 
 
 def config(root: Path) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from ithaca.cli.main import cli
-from ithaca.hosts.claude import install as install_claude
-from ithaca.hosts.codex import install as install_codex
+from ithaca.cli.entry import cli
+from ithaca.hosts.claude import installer as install_claude
+from ithaca.hosts.codex import installer as install_codex
 from ithaca.hosts.install import sandbox as install_sandbox
 from ithaca.hosts.install.doctor import check
 from ithaca.kernel.canon import canonical

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ithaca.hosts.claude import install as install_claude
-from ithaca.hosts.codex import install as install_codex
+from ithaca.hosts.claude import installer as install_claude
+from ithaca.hosts.codex import installer as install_codex
 from ithaca.hosts.install import staged as install_staged
 from ithaca.hosts.install.doctor import check
 from ithaca.kernel.errors import Refused
@@ -233,7 +233,7 @@ def test_a_file_the_user_edited_after_install_keeps_the_edit(claude_project: Pat
     install_claude.uninstall(claude_project)
 
     assert '"model": "edited-' in settings.read_text()
-    assert "ithaca.hosts.main" not in settings.read_text()
+    assert "ithaca.hosts.entry" not in settings.read_text()
 
 
 def test_a_swap_keeps_the_permissions_of_the_file_it_replaces(claude_project: Path) -> None:

@@ -1,1 +1,2 @@
-"""ithaca.cli.commands."""
+"""One module per ``ithaca`` command: ``<name>.py`` defines ``ithaca <name>`` as ``command`` or
+``group``."""

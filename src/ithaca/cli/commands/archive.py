@@ -33,7 +33,7 @@ from ithaca.kernel import ids
 @click.option("--key", help="Idempotency key (made up and printed when omitted).")
 @json_option
 @click.pass_context
-def archive(
+def command(
     ctx: click.Context,
     change: str,
     summary: str,

@@ -16,13 +16,12 @@ import click
 from ithaca.cli.commands.record import json_argument
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
-from ithaca.delivery.checkpoints import tool as checkpoints
-from ithaca.kernel import ids
-from ithaca.kernel.errors import IthacaError
+from ithaca.delivery import CHECKPOINT_STAGES
+from ithaca.kernel import IthacaError, ids
 
 
 @click.command("checkpoint")
-@click.argument("stage", type=click.Choice(checkpoints.STAGES))
+@click.argument("stage", type=click.Choice(CHECKPOINT_STAGES))
 @click.option("--change", "change_id", help="Checkpoint a change.")
 @click.option("--task", "task_id", help="Checkpoint a task (with --change: must belong to it).")
 @click.option("--baseline", is_flag=True, help="Checkpoint the baseline.")
@@ -32,7 +31,7 @@ from ithaca.kernel.errors import IthacaError
 @click.option("--key", help="Idempotency key (made up and printed when omitted).")
 @json_option
 @click.pass_context
-def checkpoint(
+def command(
     ctx: click.Context,
     stage: str,
     change_id: str | None,

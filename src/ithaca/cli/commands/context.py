@@ -13,18 +13,20 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, json_option, show
-from ithaca.delivery.context.sections import STAGES
+from ithaca.delivery import CONTEXT_STAGES
 
 
 @click.command("context")
-@click.option("--stage", type=click.Choice(STAGES), help="The stage the context is read for.")
+@click.option(
+    "--stage", type=click.Choice(CONTEXT_STAGES), help="The stage the context is read for."
+)
 @click.option("--change", "change_id", help="Describe this change.")
 @click.option("--task", "task_id", help="Describe this task (and its change).")
 @click.option("--full", is_flag=True, help="The full envelope (64 KiB) instead of the summary.")
 @click.option("--cursor", help="A cursor from an earlier answer: print that list's next slice.")
 @json_option
 @click.pass_context
-def context(
+def command(
     ctx: click.Context,
     stage: str | None,
     change_id: str | None,

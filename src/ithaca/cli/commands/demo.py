@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 
-@click.command()
+@click.command("demo")
 @click.option("--keep", is_flag=True, help="Keep the temporary repository for inspection.")
-def demo(keep: bool) -> None:
+def command(keep: bool) -> None:
     """Create a temporary git repository and play an agent turn through the real hooks
     and MCP server, printing what happens."""
     from ithaca.demo import run

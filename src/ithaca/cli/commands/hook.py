@@ -11,11 +11,11 @@ import sys
 import click
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command("hook", context_settings={"ignore_unknown_options": True})
 @click.argument("host")
 @click.argument("event")
-def hook(host: str, event: str) -> None:
+def command(host: str, event: str) -> None:
     """Answer one host hook call: host JSON on stdin, host JSON on stdout."""
-    from ithaca.hosts.main import main as hook_main
+    from ithaca.hosts.entry import main as hook_main
 
     sys.exit(hook_main([host, event]))

@@ -1,5 +1,5 @@
-"""``ithaca install <host>`` and ``ithaca uninstall <host>``: wire Ithaca into a host, check
-that wiring (``ithaca install --doctor``), and take it back out."""
+"""``ithaca install <host>``: wire Ithaca into a host, check that wiring
+(``ithaca install --doctor``), and take it back out (also ``ithaca uninstall``)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ from typing import Any
 import click
 
 from ithaca.cli.output import console, errors_to_exit, json_option, show
-from ithaca.kernel.project import Project
+from ithaca.kernel import Project
 
 HOSTS = ("claude", "codex")
 
 
 def _project(ctx: click.Context) -> Project:
-    from ithaca.kernel.project import find_project, planned_project
+    from ithaca.kernel import find_project, planned_project
 
     return find_project(ctx.obj["project_path"]) or planned_project(ctx.obj["project_path"])
 
 
 def _installer(host: str) -> ModuleType:
-    from ithaca.hosts.claude import install as install_claude
-    from ithaca.hosts.codex import install as install_codex
+    from ithaca.hosts.claude import installer as install_claude
+    from ithaca.hosts.codex import installer as install_codex
 
     return {"claude": install_claude, "codex": install_codex}[host]
 
@@ -61,7 +61,7 @@ def _render_doctor(result: dict[str, Any]) -> None:
             out.print(f"  ! {item['code']}: {item['message']}", markup=False)
 
 
-@click.command()
+@click.command("install")
 @click.argument("host", type=click.Choice(HOSTS), metavar="[HOST]", required=False)
 @click.option(
     "--doctor",
@@ -91,7 +91,7 @@ def _render_doctor(result: dict[str, Any]) -> None:
 )
 @json_option
 @click.pass_context
-def install(
+def command(
     ctx: click.Context,
     host: str | None,
     doctor: bool,
@@ -118,7 +118,7 @@ def install(
     if host is None:
         raise click.UsageError("Missing argument 'HOST' (claude or codex).")
     if remove:
-        _uninstall(ctx, host, as_json)
+        remove_wiring(ctx, host, as_json)
         return
     from ithaca.kernel import config
 
@@ -169,7 +169,8 @@ def _doctor(ctx: click.Context, host: str | None, as_json: bool) -> None:
         ctx.exit(1)
 
 
-def _uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
+def remove_wiring(ctx: click.Context, host: str, as_json: bool) -> None:
+    """Take out exactly what the install of ``host`` added, and say what was removed."""
     project = _project(ctx)
     with errors_to_exit(as_json):
         report = _installer(host).uninstall(Path(project.root)).to_dict()
@@ -179,18 +180,8 @@ def _uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
 
 def _accept(project: Project, reason: str) -> None:
     """The wiring Ithaca just wrote is what the effect check protects from now on."""
-    from ithaca.kernel import lockdown
-    from ithaca.kernel.project import find_project
+    from ithaca.kernel import find_project, lockdown
 
     found = find_project(project.root)  # an install before `ithaca init` has no database
     if found is not None:
         lockdown.accept(found, reason=reason)
-
-
-@click.command()
-@click.argument("host", type=click.Choice(HOSTS), metavar="HOST")
-@json_option
-@click.pass_context
-def uninstall(ctx: click.Context, host: str, as_json: bool) -> None:
-    """Remove exactly what `ithaca install` added."""
-    _uninstall(ctx, host, as_json)

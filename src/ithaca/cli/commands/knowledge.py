@@ -13,7 +13,7 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, json_option, show
-from ithaca.ulysses.knowledge import SEARCH_LIMIT_DEFAULT, KnowledgeService
+from ithaca.ulysses import SEARCH_LIMIT_DEFAULT, KnowledgeService
 
 
 @click.group("knowledge")

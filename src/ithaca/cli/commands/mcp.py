@@ -13,7 +13,7 @@ from ithaca.cli.output import errors_to_exit
 
 @click.command("mcp")
 @click.pass_context
-def mcp(ctx: click.Context) -> None:
+def command(ctx: click.Context) -> None:
     """Serve Ithaca's MCP tools (load_protocols, protocols) over stdio."""
     from ithaca.mcp.server import main
 

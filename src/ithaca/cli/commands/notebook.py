@@ -17,8 +17,8 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, json_option, show
-from ithaca.kernel.errors import invalid_field
-from ithaca.validators.notebooks import NotebookService
+from ithaca.kernel import invalid_field
+from ithaca.validators import NotebookService
 
 
 @click.group("notebook")

@@ -19,11 +19,8 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
-from ithaca.delivery.contract import validation_error
-from ithaca.delivery.service import DeliveryService
-from ithaca.kernel import ids
-from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.project import find_project
+from ithaca.delivery import DeliveryService, validation_error
+from ithaca.kernel import IthacaError, find_project, ids
 
 
 @click.command("record")
@@ -36,7 +33,7 @@ from ithaca.kernel.project import find_project
 )
 @json_option
 @click.pass_context
-def record(
+def command(
     ctx: click.Context,
     kind: str | None,
     action: str | None,

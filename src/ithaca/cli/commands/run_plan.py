@@ -16,8 +16,7 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, fail, json_option, show
-from ithaca.delivery.run_plan.dispatcher import run_plan
-from ithaca.kernel.errors import IthacaError
+from ithaca.kernel import IthacaError
 
 
 @click.command("run-plan")
@@ -26,20 +25,13 @@ from ithaca.kernel.errors import IthacaError
 @click.option("--dry-run", is_flag=True, help="Show what would run; change nothing.")
 @json_option
 @click.pass_context
-def run_plan_command(
+def command(
     ctx: click.Context, change_id: str, max_parallel: int | None, dry_run: bool, as_json: bool
 ) -> None:
     """Run (or resume) CHANGE_ID's accepted plan with the configured worker."""
     project = opened(ctx, as_json)
     try:
-        answer = run_plan(
-            project.project,
-            project.store,
-            project.config,
-            change_id,
-            max_parallel=max_parallel,
-            dry_run=dry_run,
-        )
+        answer = project.delivery.run_plan(change_id, max_parallel=max_parallel, dry_run=dry_run)
     except IthacaError as exc:
         fail(exc, as_json)
     show(answer, as_json, _render)

@@ -21,11 +21,8 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
-from ithaca.delivery.sessions import close as sessions_close
-from ithaca.delivery.sessions.env import SESSION_VARIABLE
-from ithaca.kernel import ids
-from ithaca.kernel.authority import require_user
-from ithaca.kernel.errors import IthacaError
+from ithaca.delivery import CLOSE_REASONS, SESSION_VARIABLE
+from ithaca.kernel import IthacaError, ids, require_user
 
 
 @click.group("session")
@@ -110,7 +107,7 @@ def heartbeat(ctx: click.Context, session_id: str | None, as_json: bool) -> None
 
 @group.command("close")
 @click.argument("session_id", required=False)
-@click.option("--reason", type=click.Choice(list(sessions_close.REASONS)))
+@click.option("--reason", type=click.Choice(list(CLOSE_REASONS)))
 @click.option("--remove-worktree", is_flag=True, help="Remove it if clean and merged.")
 @click.option("--key", help="Idempotency key (made up and printed when omitted).")
 @json_option
@@ -146,7 +143,7 @@ def reset_circuit(ctx: click.Context, task_id: str, as_json: bool) -> None:
         require_user(f"reset the circuit of task {task_id}", task_id)
     project = opened(ctx, as_json)
     with errors_to_exit(as_json):
-        answer = sessions_close.reset_circuit(project.store, task_id)
+        answer = project.delivery.reset_circuit(task_id)
     show(answer, as_json, _render_reset)
 
 

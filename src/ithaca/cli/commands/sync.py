@@ -18,12 +18,8 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
-from ithaca.delivery.ledger import driver as ledger_driver
-from ithaca.delivery.ledger import driver_setup as sync_install
-from ithaca.delivery.sync import rehash as sync_rehash
-from ithaca.delivery.sync import tool as sync
-from ithaca.kernel import ids
-from ithaca.kernel.errors import IthacaError
+from ithaca.delivery import run_merge_driver
+from ithaca.kernel import IthacaError, ids
 
 key_option = click.option("--key", help="Idempotency key (made up and printed when omitted).")
 
@@ -105,7 +101,7 @@ def migrate(ctx: click.Context, key: str | None, as_json: bool) -> None:
 @click.argument("path", required=False)
 def merge_driver(base: str, ours: str, theirs: str, path: str | None) -> None:
     """Git's merge driver for the ledger: %O %A %B [%P]."""
-    sys.exit(ledger_driver.main([base, ours, theirs, *([path] if path else [])]))
+    sys.exit(run_merge_driver([base, ours, theirs, *([path] if path else [])]))
 
 
 @group.command("install-driver")
@@ -116,30 +112,21 @@ def install_driver(ctx: click.Context, command: str | None, as_json: bool) -> No
     """Register the ledger merge driver in .gitattributes and the repository config."""
     project = opened(ctx, as_json)
     with errors_to_exit(as_json):
-        changed = sync_install.register(project.project, command)
+        changed = project.delivery.register_merge_driver(command)
     show({"changed": changed}, as_json, _render_installed)
 
 
 def _rehash(ctx: click.Context, key: str, as_json: bool) -> None:
     """Show each hand-edited record against the last sync, then ask the user to confirm."""
-    from ithaca.kernel.authority import require_user
+    from ithaca.kernel import require_user
 
     project = opened(ctx, as_json)
-    service = project.delivery
     with errors_to_exit(as_json):
-        edits = sync_rehash.read_edits(service.project)
-        for line in sync_rehash.diff(service.project, service.store, edits):
+        state_digest, edited, lines = project.delivery.ledger_edits()
+        for line in lines:
             click.echo(line, err=as_json)
-        token = edits.ledger.state_digest[:12]
-        require_user(f"accept {len(edits.edited)} hand-edited ledger record(s)", token)
-        answer = sync.rehash(
-            service.project,
-            service.store,
-            service.config,
-            edits.ledger.state_digest,
-            key,
-            units=service.units,
-        )
+        require_user(f"accept {edited} hand-edited ledger record(s)", state_digest[:12])
+        answer = project.delivery.rehash(state_digest, key)
     show(answer, as_json, _render)
 
 
@@ -152,11 +139,8 @@ def _key(key: str | None) -> str:
 
 def _run(ctx: click.Context, request: dict[str, Any], as_json: bool) -> None:
     project = opened(ctx, as_json)
-    service = project.delivery
     try:
-        answer = sync.sync(
-            service.project, service.store, service.config, request, units=service.units
-        )
+        answer = project.delivery.sync(request)
     except IthacaError as exc:
         fail(exc, as_json)
     show(answer, as_json, _render)

@@ -6,37 +6,23 @@ and on every subcommand. JSON-valued flags take inline JSON or ``-`` for standar
 (no command reads two); lists such as ``--completion-evidence`` are comma-separated.
 Writes print their result as JSON; reads print text, or JSON with ``--json``.
 
-The budget levers, the review-budget renewal and finding dismissal are the user's: they
-show the session, the objective and the exact effect, then need an interactive terminal
-without a coding agent's environment and the typed session token (the kernel's
-``require_user``). Its refusal reasons map to the reference's codes: ``no_terminal`` →
-``AUTHORITY_USER_ONLY``, ``agent_environment`` → ``AUTHORITY_AGENT_ENVIRONMENT``,
-``confirmation_mismatch`` → ``USER_CONFIRMATION_MISMATCH``. Story confirmations and budget
-raises are the user's when a person runs them at a terminal, otherwise the agent's
-relayed call, which the service allows only where the reference does.
+The commands marked ★ are the user's levers: they run only once the user has confirmed
+them at their terminal (``ithaca.cli.ultragoal_consent``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from typing import Any
 
 import click
 
-from ithaca.cli.opening import opened
-from ithaca.cli.output import console, emit_json, errors_to_exit
-from ithaca.kernel.authority import AGENT_ENVIRONMENT, require_user
-from ithaca.kernel.errors import Refused, invalid_field
-from ithaca.ultragoal.reducer import CLASSES
-from ithaca.ultragoal.service import UltragoalService
+from ithaca.cli.output import emit_json, errors_to_exit
+from ithaca.cli.ultragoal_calls import call, comma_list, json_flag, present, write
+from ithaca.cli.ultragoal_consent import at_terminal, budget_effect, run_as_user
+from ithaca.kernel import invalid_field
+from ithaca.ultragoal import CLASSES
 
-USER_ONLY_CODES = {
-    "no_terminal": "AUTHORITY_USER_ONLY",
-    "agent_environment": "AUTHORITY_AGENT_ENVIRONMENT",
-    "confirmation_mismatch": "USER_CONFIRMATION_MISMATCH",
-}
 session_option = click.option(
     "--session", "session", help="The host session (default: resolved from the environment)."
 )
@@ -52,107 +38,6 @@ def group(ctx: click.Context, session: str | None) -> None:
     ctx.obj["ultragoal_session"] = session
 
 
-# --- plumbing ---------------------------------------------------------------------------
-
-
-def _service(ctx: click.Context, as_json: bool = True) -> UltragoalService:
-    project = opened(ctx, as_json)
-    return UltragoalService(project.project, project.store, project.config)
-
-
-def _session(ctx: click.Context, session: str | None) -> str | None:
-    return session if session is not None else ctx.obj.get("ultragoal_session")
-
-
-def _call(
-    ctx: click.Context,
-    operation: str,
-    session: str | None,
-    fields: dict[str, Any],
-    *,
-    actor: str = "agent",
-    as_json: bool = True,
-) -> dict[str, Any]:
-    service = _service(ctx, as_json)
-    arguments = {"operation": operation, **fields}
-    chosen = _session(ctx, session)
-    if chosen is not None:
-        arguments["session"] = chosen
-    with errors_to_exit(as_json):
-        return service.perform(arguments, actor=actor, base_dir=os.getcwd())
-    raise AssertionError("unreachable")  # errors_to_exit exits
-
-
-def _write(ctx: click.Context, operation: str, session: str | None, **fields: Any) -> None:
-    emit_json(_call(ctx, operation, session, _present(fields)))
-
-
-def _present(fields: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if value is not None}
-
-
-def _json_value(flag: str, text: str | None) -> Any:
-    if text is None:
-        return None
-    if text == "-":
-        text = sys.stdin.read()
-    with errors_to_exit(True):
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise invalid_field(f"/{flag}", "INVALID_JSON", f"--{flag} is not JSON: {exc}") from exc
-
-
-def _list(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _at_terminal() -> bool:
-    """Whether a person seems to be running this command (the confirmation decides)."""
-    return (
-        sys.stdin.isatty()
-        and sys.stdout.isatty()
-        and not any(os.environ.get(name) for name in AGENT_ENVIRONMENT)
-    )
-
-
-def _confirm_as_user(ctx: click.Context, session: str | None, action: str, effect: str) -> None:
-    """Show what the user is about to allow, then require their typed confirmation."""
-    status = _call(ctx, "status", session, {}, as_json=False)
-    state = status["state"] or {}
-    session_id = (state.get("ithaca") or {}).get("session_id") or _session(ctx, session) or ""
-    token = session_id[:8] or "ultragoal"
-    out = console()
-    out.print(f"Session:   {session_id or '(none)'}", markup=False)
-    out.print(f"Objective: {state.get('outcome') or '(none)'}", markup=False)
-    out.print(f"Phase:     {status['status']}", markup=False)
-    out.print(f"Effect:    {effect}", markup=False)
-    with errors_to_exit():
-        try:
-            require_user(action, token)
-        except Refused as exc:
-            reason = exc.details.get("reason", "")
-            raise Refused(
-                USER_ONLY_CODES.get(reason, "AUTHORITY_USER_ONLY"),
-                exc.message,
-                {**exc.details, "kernel_code": exc.code},
-            ) from exc
-
-
-def _user_command(
-    ctx: click.Context,
-    operation: str,
-    session: str | None,
-    fields: dict[str, Any],
-    action: str,
-    effect: str,
-) -> None:
-    _confirm_as_user(ctx, session, action, effect)
-    emit_json(_call(ctx, operation, session, _present(fields), actor="user", as_json=False))
-
-
 # --- reads ------------------------------------------------------------------------------
 
 
@@ -162,7 +47,7 @@ def _user_command(
 @click.pass_context
 def get_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """The active pursuit's state, or null."""
-    emit_json(_call(ctx, "get", session, {}, as_json=as_json)["state"])
+    emit_json(call(ctx, "get", session, {}, as_json=as_json)["state"])
 
 
 @group.command("status")
@@ -171,7 +56,7 @@ def get_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
 @click.pass_context
 def status_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """The phase token (or absent); --json for everything a gate reads."""
-    answer = _call(ctx, "status", session, {}, as_json=as_json)
+    answer = call(ctx, "status", session, {}, as_json=as_json)
     if as_json:
         emit_json(answer)
     else:
@@ -184,7 +69,7 @@ def status_command(ctx: click.Context, session: str | None, as_json: bool) -> No
 @click.pass_context
 def get_review_result_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """The code-review result the reducer derives from the current artifact."""
-    emit_json(_call(ctx, "get_review_result", session, {}, as_json=as_json))
+    emit_json(call(ctx, "get_review_result", session, {}, as_json=as_json))
 
 
 @group.command("serialize-review-context")
@@ -195,7 +80,7 @@ def serialize_review_context_command(
     ctx: click.Context, session: str | None, as_json: bool
 ) -> None:
     """The five fields the reviewer receives."""
-    emit_json(_call(ctx, "serialize_review_context", session, {}, as_json=as_json))
+    emit_json(call(ctx, "serialize_review_context", session, {}, as_json=as_json))
 
 
 @group.command("serialize-requirements")
@@ -204,7 +89,7 @@ def serialize_review_context_command(
 @click.pass_context
 def serialize_requirements_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """One requirement line per confirmed story."""
-    text = _call(ctx, "serialize_requirements", session, {}, as_json=as_json)["requirements"]
+    text = call(ctx, "serialize_requirements", session, {}, as_json=as_json)["requirements"]
     if as_json:
         emit_json(text)
     elif text:
@@ -217,7 +102,7 @@ def serialize_requirements_command(ctx: click.Context, session: str | None, as_j
 @click.pass_context
 def list_others_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """Other sessions' live pursuits, to continue one with adopt."""
-    others = _call(ctx, "list_others", session, {}, as_json=as_json)["others"]
+    others = call(ctx, "list_others", session, {}, as_json=as_json)["others"]
     if as_json:
         emit_json(others)
         return
@@ -249,19 +134,19 @@ def list_others_command(ctx: click.Context, session: str | None, as_json: bool) 
 @click.pass_context
 def set_command(ctx: click.Context, session: str | None, **flags: Any) -> None:
     """Seed or advance the phase, carrying the slot values."""
-    fields = _present(flags)
+    fields = present(flags)
     if "completion_evidence" in fields:
-        fields["completion_evidence"] = _list(fields["completion_evidence"])
+        fields["completion_evidence"] = comma_list(fields["completion_evidence"])
     if fields.get("codex_goal_objective") == "-":
         text = sys.stdin.read()
         fields["codex_goal_objective"] = text[:-1] if text.endswith("\n") else text
     raises_budget = "max_iterations" in fields or "max_wall_minutes" in fields
-    if raises_budget and _at_terminal():
-        _user_command(
-            ctx, "set", session, fields, "change the pursuit's budget", _budget_effect(fields)
+    if raises_budget and at_terminal():
+        run_as_user(
+            ctx, "set", session, fields, "change the pursuit's budget", budget_effect(fields)
         )
         return
-    emit_json(_call(ctx, "set", session, fields))
+    emit_json(call(ctx, "set", session, fields))
 
 
 @group.command("set-stories")
@@ -273,8 +158,8 @@ def set_stories_command(
     ctx: click.Context, session: str | None, stories: str | None, single: bool
 ) -> None:
     """Replace the story set (planning)."""
-    value = _json_value("json", stories)
-    _write(ctx, "set_stories", session, stories=value, single=single or None)
+    value = json_flag("json", stories)
+    write(ctx, "set_stories", session, stories=value, single=single or None)
 
 
 @group.command("reorder-stories")
@@ -283,14 +168,14 @@ def set_stories_command(
 @click.pass_context
 def reorder_stories_command(ctx: click.Context, session: str | None, order: str) -> None:
     """Reorder the stories to an exact permutation of their ids (planning)."""
-    _write(ctx, "reorder_stories", session, order=[part.strip() for part in order.split(",")])
+    write(ctx, "reorder_stories", session, order=[part.strip() for part in order.split(",")])
 
 
 def _confirm(ctx: click.Context, operation: str, session: str | None, **fields: Any) -> None:
-    if _at_terminal():
-        _user_command(ctx, operation, session, fields, "confirm stories", "confirm the stories")
+    if at_terminal():
+        run_as_user(ctx, operation, session, fields, "confirm stories", "confirm the stories")
     else:
-        _write(ctx, operation, session, **fields)
+        write(ctx, operation, session, **fields)
 
 
 @group.command("confirm-story")
@@ -324,8 +209,8 @@ def add_story_command(
     ctx: click.Context, session: str | None, story: str, evidence: str, rationale: str
 ) -> None:
     """Append a story (unconfirmed)."""
-    value = _json_value("json", story)
-    _write(ctx, "add_story", session, story=value, evidence=evidence, rationale=rationale)
+    value = json_flag("json", story)
+    write(ctx, "add_story", session, story=value, evidence=evidence, rationale=rationale)
 
 
 @group.command("revise-story")
@@ -344,8 +229,8 @@ def revise_story_command(
     rationale: str,
 ) -> None:
     """Patch a story; it returns to unconfirmed."""
-    value = _json_value("json", patch)
-    _write(
+    value = json_flag("json", patch)
+    write(
         ctx,
         "revise_story",
         session,
@@ -366,7 +251,7 @@ def retire_story_command(
     ctx: click.Context, session: str | None, story_id: str, evidence: str, rationale: str
 ) -> None:
     """Retire a story."""
-    _write(ctx, "retire_story", session, id=story_id, evidence=evidence, rationale=rationale)
+    write(ctx, "retire_story", session, id=story_id, evidence=evidence, rationale=rationale)
 
 
 @group.command("split-story")
@@ -385,8 +270,8 @@ def split_story_command(
     rationale: str,
 ) -> None:
     """Retire a story in favour of two or more replacements."""
-    value = _json_value("json", replacements)
-    _write(
+    value = json_flag("json", replacements)
+    write(
         ctx,
         "split_story",
         session,
@@ -408,8 +293,8 @@ def run_story_validator_command(
     """Run a story's bound validator on OBSERVED (default null)."""
     fields: dict[str, Any] = {"id": story_id}
     if observed is not None:
-        fields["observed"] = _json_value("observed", observed)
-    emit_json(_call(ctx, "run_story_validator", session, fields))
+        fields["observed"] = json_flag("observed", observed)
+    emit_json(call(ctx, "run_story_validator", session, fields))
 
 
 # --- objective lane and completion ------------------------------------------------------
@@ -421,14 +306,14 @@ def run_story_validator_command(
 @click.pass_context
 def record_story_verdict_command(ctx: click.Context, session: str | None, verdict: str) -> None:
     """Record {id, verdict, evidence_refs, verifier} for a story."""
-    value = _json_value("json", verdict)
+    value = json_flag("json", verdict)
     with errors_to_exit(True):
         if not isinstance(value, dict):
             raise invalid_field("/json", "WRONG_TYPE", "--json must be a JSON object")
         for reserved in ("operation", "session"):
             if reserved in value:
                 raise invalid_field(f"/{reserved}", "UNKNOWN_FIELD", f"{reserved} is not a field")
-    emit_json(_call(ctx, "record_story_verdict", session, value))
+    emit_json(call(ctx, "record_story_verdict", session, value))
 
 
 @group.command("set-verdict")
@@ -441,7 +326,7 @@ def record_story_verdict_command(ctx: click.Context, session: str | None, verdic
 @click.pass_context
 def set_verdict_command(ctx: click.Context, session: str | None, verdict: str) -> None:
     """Write objective_verdict (from planning, first enters pursuit)."""
-    _write(ctx, "set_verdict", session, verdict=verdict)
+    write(ctx, "set_verdict", session, verdict=verdict)
 
 
 @group.command("request-complete")
@@ -455,7 +340,7 @@ def request_complete_command(
     snapshot = codex_goal_json
     if snapshot == "-":
         snapshot = sys.stdin.read()
-    _write(ctx, "request_complete", session, codex_goal_json=snapshot)
+    write(ctx, "request_complete", session, codex_goal_json=snapshot)
 
 
 @group.command("set-blocked")
@@ -464,7 +349,7 @@ def request_complete_command(
 @click.pass_context
 def set_blocked_command(ctx: click.Context, session: str | None, reason: str) -> None:
     """Report a real blocker (stops the loop; the user resumes)."""
-    _write(ctx, "set_blocked", session, reason=reason)
+    write(ctx, "set_blocked", session, reason=reason)
 
 
 @group.command("adopt")
@@ -473,7 +358,7 @@ def set_blocked_command(ctx: click.Context, session: str | None, reason: str) ->
 @click.pass_context
 def adopt_command(ctx: click.Context, session: str | None, src: str) -> None:
     """Continue another session's live pursuit (the user's explicit choice)."""
-    _write(ctx, "adopt", session, src=src)
+    write(ctx, "adopt", session, src=src)
 
 
 # --- review lane ------------------------------------------------------------------------
@@ -484,7 +369,7 @@ def adopt_command(ctx: click.Context, session: str | None, src: str) -> None:
 @click.pass_context
 def claim_review_dispatch_command(ctx: click.Context, session: str | None) -> None:
     """Hook only: the PreToolUse hook claims dispatches in-process."""
-    _write(ctx, "claim_review_dispatch", session)
+    write(ctx, "claim_review_dispatch", session)
 
 
 @group.command("review-ticket")
@@ -492,7 +377,7 @@ def claim_review_dispatch_command(ctx: click.Context, session: str | None) -> No
 @click.pass_context
 def review_ticket_command(ctx: click.Context, session: str | None) -> None:
     """Reviewer: take the nonce of the oldest claimed dispatch."""
-    _write(ctx, "review_ticket", session)
+    write(ctx, "review_ticket", session)
 
 
 @group.command("submit-review")
@@ -504,8 +389,8 @@ def submit_review_command(
     ctx: click.Context, session: str | None, nonce: str, artifact: str
 ) -> None:
     """Reviewer: store the review artifact under a claimed dispatch."""
-    value = _json_value("json", artifact)
-    _write(ctx, "submit_review", session, nonce=nonce, artifact=value)
+    value = json_flag("json", artifact)
+    write(ctx, "submit_review", session, nonce=nonce, artifact=value)
 
 
 @group.command("record-comment-resolution")
@@ -517,12 +402,12 @@ def record_comment_resolution_command(
     ctx: click.Context, session: str | None, artifact_sha256: str, evidence: str
 ) -> None:
     """Bind hash-checked evidence to the MEDIUM repairs of a COMMENT review."""
-    _write(
+    write(
         ctx,
         "record_comment_resolution",
         session,
         artifact_sha256=artifact_sha256,
-        evidence=_list(evidence),
+        evidence=comma_list(evidence),
     )
 
 
@@ -534,7 +419,7 @@ def record_comment_resolution_command(
 @click.pass_context
 def approve_review_dispatch_renewal_command(ctx: click.Context, session: str | None) -> None:
     """★ Add 5 review dispatches (the user's)."""
-    _user_command(
+    run_as_user(
         ctx,
         "approve_review_dispatch_renewal",
         session,
@@ -554,7 +439,7 @@ def dismiss_review_finding_command(
     ctx: click.Context, session: str | None, ref: str, finding_class: str, rationale: str
 ) -> None:
     """★ Remove one wrong admitted finding from the completion gate (the user's)."""
-    _user_command(
+    run_as_user(
         ctx,
         "dismiss_review_finding",
         session,
@@ -571,11 +456,11 @@ def dismiss_review_finding_command(
 @click.pass_context
 def resume_pursuit_command(ctx: click.Context, session: str | None, **budgets: Any) -> None:
     """★ Resume a budget-limited pursuit (the user's)."""
-    fields = _present(budgets)
+    fields = present(budgets)
     effect = "set the pursuit pursuing again with iteration 0" + (
-        f"; {_budget_effect(fields)}" if fields else ""
+        f"; {budget_effect(fields)}" if fields else ""
     )
-    _user_command(ctx, "resume_pursuit", session, fields, "resume the pursuit", effect)
+    run_as_user(ctx, "resume_pursuit", session, fields, "resume the pursuit", effect)
 
 
 @group.command("set-budget-limited")
@@ -583,15 +468,6 @@ def resume_pursuit_command(ctx: click.Context, session: str | None, **budgets: A
 @click.pass_context
 def set_budget_limited_command(ctx: click.Context, session: str | None) -> None:
     """★ Pause the pursuit as budget_limited (the user's; the Stop gate does it too)."""
-    _user_command(
+    run_as_user(
         ctx, "set_budget_limited", session, {}, "pause the pursuit", "pause it as budget_limited"
     )
-
-
-def _budget_effect(fields: dict[str, Any]) -> str:
-    parts = [
-        f"{name.replace('_', ' ')} = {fields[name]}"
-        for name in ("max_iterations", "max_wall_minutes")
-        if name in fields
-    ]
-    return "set " + ", ".join(parts) if parts else "change the pursuit's slots"

@@ -18,11 +18,8 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, errors_to_exit, json_option, show
-from ithaca.kernel.authority import require_user
-from ithaca.kernel.errors import invalid_field
-from ithaca.ulysses.inputs import NOTE_KINDS
-from ithaca.ulysses.machine import TERMINAL_STATES
-from ithaca.ulysses.service import UlyssesService
+from ithaca.kernel import invalid_field, require_user
+from ithaca.ulysses import NOTE_KINDS, TERMINAL_STATES, UlyssesService
 
 
 @click.group("ulysses")

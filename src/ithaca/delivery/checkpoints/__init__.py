@@ -1,1 +1,1 @@
-"""ithaca.delivery.checkpoints.tool."""
+"""The ``checkpoint`` tool: a stage of work declared done, pinned to its evidence (§7)."""

@@ -1,18 +1,17 @@
 """What an incident's diagnosis shows of a linked Ulysses debugging session.
 
-Delivery reads the session, never changes it: one query on the Ulysses part's own table
-(``ulysses_sessions``, whose ``state_json`` is the machine state), reduced to what the
-diagnosis blocks print: hypotheses with their falsification, checkpoints and step
-results, and the terminal status. Times are left out on purpose: the diagnosis is a
-digested body, and digested bodies hold no wall-clock time.
+Delivery reads the session through the Ulysses face, never changes it: the machine state,
+reduced to what the diagnosis blocks print: hypotheses with their falsification,
+checkpoints and step results, and the terminal status. Times are left out on purpose:
+the diagnosis is a digested body, and digested bodies hold no wall-clock time.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ithaca.kernel.errors import Corrupt
+from ithaca.kernel.errors import NotFound
+from ithaca.ulysses import load_session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,19 +20,10 @@ if TYPE_CHECKING:
 
 def read_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
     """The diagnosis view of Ulysses session ``session_id``, or None if there is none."""
-    row = conn.execute(
-        "SELECT state_json FROM ulysses_sessions WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    if row is None:
-        return None
     try:
-        state = json.loads(row[0])
-    except ValueError as exc:
-        raise Corrupt(
-            "STATE_UNREADABLE",
-            f"Ulysses session {session_id} is not readable JSON; run `ithaca doctor`",
-            {"session_id": session_id},
-        ) from exc
+        state = load_session(conn, session_id)
+    except NotFound:
+        return None
     steps = list(state.get("steps") or [])
     if state.get("active_step"):
         steps.append({**state["active_step"], "result": "open"})

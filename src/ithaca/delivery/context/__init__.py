@@ -1,1 +1,1 @@
-"""ithaca.delivery.context.tool."""
+"""The ``context`` tool: the Canonical Context Envelope and its sections (§5)."""

@@ -13,10 +13,9 @@ tree and not only the commit.
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
-from ithaca.kernel import canon
+from ithaca.kernel import canon, git
 
 GIT_TIMEOUT_S = 20
 STATE_FOLDER = ".ithaca/"
@@ -96,14 +95,13 @@ def _scope_pairs(work_root: str, scope_paths: list[str]) -> tuple[list[list[str]
 
 def _git(work_root: str, *args: str, stdin: str | None = None) -> str | None:
     try:
-        done = subprocess.run(
-            ["git", "-C", work_root, "-c", "core.quotePath=false", *args],
-            input=None if stdin is None else stdin.encode("utf-8"),
-            capture_output=True,
+        done = git.run(
+            ["-c", "core.quotePath=false", *args],
+            cwd=work_root,
+            input=b"" if stdin is None else stdin.encode("utf-8"),
             timeout=GIT_TIMEOUT_S,
-            check=False,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
     if done.returncode != 0:
         return None

@@ -28,7 +28,7 @@ from ithaca.delivery.context import sections as context_sections
 from ithaca.delivery.contract import check_request_size, validation_error
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.ids import CHANGE_ID, TASK_ID
-from ithaca.kernel import canon, clock
+from ithaca.kernel import canon, clock, journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.errors import Corrupt
 from ithaca.kernel.project import Project
@@ -123,7 +123,7 @@ def context(
         resolved = context_scope.resolve(conn, request.scope, acting)
         found = context_sections.gather(conn, resolved)
         execution = context_execution.section(project, conn, acting, resolved)
-        seq = conn.execute("SELECT max(seq) FROM journal").fetchone()[0]
+        seq = journal.latest_seq(conn)
     whole = _assemble(project, found, request.stage, request.detail)
     if cursor is not None:
         return _slice(whole, *cursor, request.detail, seq)

@@ -1,1 +1,1 @@
-"""ithaca.delivery.doctor.checks."""
+"""Delivery's doctor: its checks, repairs and rebuild, and the ``doctor`` tool (§11)."""

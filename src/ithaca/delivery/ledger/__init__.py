@@ -1,1 +1,2 @@
-"""ithaca.delivery.ledger."""
+"""The team ledger file (``.ithaca/tasks/tasks.json``): its format, merge, base and Git driver
+(§8)."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 
 from ithaca.delivery.ledger.format import LEDGER_PATH
+from ithaca.kernel import git
 from ithaca.kernel.errors import Refused
 from ithaca.kernel.files import write_atomic
 from ithaca.kernel.project import Project, git_top
@@ -92,9 +92,7 @@ def _config(top: str, name: str) -> str | None:
 
 
 def _git(top: str, *args: str, check: bool = True) -> str:
-    done = subprocess.run(
-        ["git", "-C", top, *args], capture_output=True, text=True, check=False, timeout=30
-    )
+    done = git.run_text(args, cwd=top, timeout=30)
     if check and done.returncode != 0:
         raise Refused(
             "GIT_PREREQUISITE_MISSING",

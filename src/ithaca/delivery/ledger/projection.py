@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ithaca.delivery.checkpoints import tool as checkpoints
+from ithaca.delivery.checkpoints import rows as checkpoints
 from ithaca.delivery.ledger import canonical as ledger_json
 from ithaca.delivery.ledger.format import Key, Record, record
 from ithaca.delivery.records import baseline

@@ -1,1 +1,2 @@
-"""ithaca.delivery.records."""
+"""The ``record`` tool and the kinds it records: baseline, changes, decisions, tasks, artifacts,
+events (§6)."""

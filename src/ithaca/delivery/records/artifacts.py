@@ -22,7 +22,7 @@ from ithaca.delivery import layout
 from ithaca.delivery.contract import diagnostic, validation_error
 from ithaca.delivery.records import changes, tasks
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite, unchanged
 from ithaca.kernel import canon, clock, ids, journal
 from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound
 from ithaca.kernel.project import Project
@@ -181,7 +181,7 @@ def _copy_target(path: str, scope_type: str) -> str:
 
 def _body(project: Project, data: dict[str, Any]) -> bytes:
     if "content" in data:
-        body = data["content"].encode("utf-8")
+        body: bytes = data["content"].encode("utf-8")
         if len(body) > CONTENT_BYTES:
             raise validation_error(
                 "/content", "TOO_LARGE", f"{len(body)} bytes; at most {CONTENT_BYTES} inline"

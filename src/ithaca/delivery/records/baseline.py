@@ -22,7 +22,7 @@ from ithaca.delivery.contract import Diagnostic, check_expected_revision, diagno
 from ithaca.delivery.records import changes, classification, merge_patch
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import BASELINE_BODY
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, unchanged
 from ithaca.kernel import clock, ids, journal
 from ithaca.kernel.project import Project
 
@@ -358,4 +358,5 @@ def _merged(old: list[dict[str, Any]], new: list[dict[str, Any]], key: str) -> l
 def _content_revision(row: Row, basis: Row | None) -> int:
     """The revision after a content change: a stored row moves on, a new one already has
     its next revision."""
-    return row["revision"] + 1 if basis is not None else row["revision"]
+    revision: int = row["revision"]
+    return revision + 1 if basis is not None else revision

@@ -31,7 +31,7 @@ from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import CHANGE_BODY
 from ithaca.delivery.units import owners as processes
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite, unchanged
 from ithaca.kernel import clock, journal
 from ithaca.kernel.errors import Conflict, NotFound, Refused
 from ithaca.kernel.project import Project

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import subprocess
 from typing import Any
+
+from ithaca.kernel import git
 
 MAX_MARKERS = 50
 MAX_WALK_FILES = 10_000
@@ -142,14 +143,10 @@ def _checkout_files(root: str, state_root: str) -> tuple[list[str], str]:
 
 
 def _git_files(root: str) -> list[str] | None:
+    listing = ("ls-files", "-z", "--cached", "--others", "--exclude-standard")
     try:
-        done = subprocess.run(
-            ["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        done = git.run(listing, cwd=root, timeout=GIT_TIMEOUT_S)
+    except OSError:
         return None
     if done.returncode != 0:
         return None

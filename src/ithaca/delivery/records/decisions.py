@@ -24,7 +24,7 @@ from ithaca.delivery import documents, layout
 from ithaca.delivery.contract import diagnostic, validation_error
 from ithaca.delivery.records import changes
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite, unchanged
 from ithaca.kernel import canon, clock, journal
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound
 from ithaca.kernel.project import Project

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ithaca.delivery.contract import validation_error
-from ithaca.delivery.units.recoverable import Outcome, Plan
+from ithaca.delivery.units.plans import Outcome, Plan
 from ithaca.kernel import canon, journal
 from ithaca.kernel.errors import InvalidInput
 from ithaca.kernel.project import Project

@@ -23,7 +23,7 @@ from ithaca.delivery.contract import Diagnostic, check_expected_revision, diagno
 from ithaca.delivery.records import changes, merge_patch
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import TASK_BODY
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, unchanged
 from ithaca.kernel import canon, clock, journal
 from ithaca.kernel.errors import Conflict, InvalidInput, NotFound, Refused
 from ithaca.kernel.project import Project

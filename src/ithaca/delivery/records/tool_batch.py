@@ -26,7 +26,8 @@ from ithaca.delivery.records.tool import RECORD_SCHEMA
 from ithaca.delivery.schemas.dialect import check
 from ithaca.delivery.schemas.record import DATA_SCHEMAS, actions_of
 from ithaca.delivery.sessions import outcome as sessions_outcome
-from ithaca.delivery.units.recoverable import Plan, Units
+from ithaca.delivery.units.plans import Plan
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import ids
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.project import Project

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ithaca.delivery.checkpoints import tool as checkpoints
+from ithaca.delivery.checkpoints import rows as checkpoints
 from ithaca.delivery.contract import validation_error
 from ithaca.delivery.records import changes, tasks
 from ithaca.delivery.run_plan import config as run_plan_config
@@ -38,9 +38,9 @@ from ithaca.delivery.run_plan import runs as run_plan_runs
 from ithaca.delivery.run_plan import worker as run_plan_worker
 from ithaca.delivery.sessions import leases, packets, worktrees
 from ithaca.delivery.sessions import rows as sessions_rows
-from ithaca.delivery.sessions.acquire import AcquireRequest, acquire
+from ithaca.delivery.sessions.acquire import AcquireRequest, acquire_session
 from ithaca.delivery.sessions.admission import Caller, admit, plan_document
-from ithaca.delivery.sessions.close import CloseRequest, close
+from ithaca.delivery.sessions.close import CloseRequest, close_session
 from ithaca.delivery.units import owners as processes
 from ithaca.kernel.errors import IthacaError, Refused
 from ithaca.kernel.project import Project
@@ -62,7 +62,10 @@ class AcceptedPlan:
     document: dict[str, Any]
 
     def contract_digest(self, task_id: str) -> str:
-        return next(t["contract_digest"] for t in self.document["tasks"] if t["id"] == task_id)
+        digest: str = next(
+            task["contract_digest"] for task in self.document["tasks"] if task["id"] == task_id
+        )
+        return digest
 
 
 def run_plan(
@@ -293,7 +296,7 @@ class _Runner:
             actor="system",
         )
         try:
-            answer, _ = acquire(self.project, self.store, request, None)
+            answer, _ = acquire_session(self.project, self.store, request, None)
         except IthacaError as exc:
             if exc.code == "AUTHORITY_CHANGED":
                 self._mark(task_id, "paused", reason=exc.code)
@@ -397,7 +400,7 @@ class _Runner:
                 exit_code=exit_code,
             )
             raise _Pause("WAVE_INTEGRATION_CONFLICT", {"task_id": task_id})
-        close(
+        close_session(
             self.project,
             self.store,
             CloseRequest(
@@ -416,7 +419,7 @@ class _Runner:
     def _fail(self, session_id: str, reason: str = "failed") -> None:
         """End this run's session as failed (or crashed): one more circuit count."""
         request = CloseRequest(session_id, reason=reason, by_run=True, actor="system")
-        close(self.project, self.store, request, None)
+        close_session(self.project, self.store, request, None)
 
     def _mark(self, task_id: str, status: str, **found: Any) -> None:
         self.last_seq = run_plan_runs.mark_task(

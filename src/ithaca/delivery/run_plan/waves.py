@@ -8,7 +8,7 @@ other; a task that declares no files might touch anything, so it overlaps every 
 runs alone. The result depends only on the tasks, never on the order they were given in,
 so the same plan renders the same bytes everywhere.
 
-``waves`` itself ignores dependencies on ids that are not among the given tasks;
+``split_into_waves`` itself ignores dependencies on ids that are not among the given tasks;
 ``plan_change`` decides which of those are fine and which stop the plan. Only open tasks
 (pending, in progress, blocked) are planned: a completed dependency or one in another
 change does not count, waiting for an expanded parent means waiting for its open
@@ -28,7 +28,7 @@ from typing import Any
 
 from ithaca.delivery import documents, layout
 from ithaca.delivery.contract import Diagnostic, diagnostic
-from ithaca.delivery.units.recoverable import TrackedWrite
+from ithaca.delivery.units.plans import TrackedWrite
 from ithaca.kernel import canon
 
 TYPE_CHECKING = False
@@ -86,7 +86,7 @@ def layers(nodes: Iterable[Node]) -> list[list[Node]]:
     return grouped
 
 
-def waves(nodes: Iterable[Node]) -> list[list[str]]:
+def split_into_waves(nodes: Iterable[Node]) -> list[list[str]]:
     """Task ids per wave, in run order; tasks of one wave never overlap."""
     found: list[list[str]] = []
     for layer in layers(nodes):
@@ -190,7 +190,7 @@ def plan_change(conn: sqlite3.Connection, change_id: str) -> Planned:
         nodes.append(Node(task_id, tuple(sorted(deps)), tuple(contract["files_modified"])))
     found_waves: list[list[str]] = []
     try:
-        found_waves = waves(nodes)
+        found_waves = split_into_waves(nodes)
     except DependencyCycle as cycle:
         conflicts.append(
             diagnostic(

@@ -1,1 +1,1 @@
-"""ithaca.delivery.sessions.tool."""
+"""Execution sessions: admission, acquire, leases, close, worktrees and Worker Packets (§9)."""

@@ -48,7 +48,7 @@ from ithaca.delivery.sessions import leases, packets, worktrees
 from ithaca.delivery.sessions import rows as sessions_rows
 from ithaca.delivery.sessions.admission import Admission, Caller, admit
 from ithaca.delivery.units.owners import is_alive
-from ithaca.delivery.units.recoverable import Stale
+from ithaca.delivery.units.plans import Stale
 from ithaca.kernel import clock, ids, journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.connection import sqlite
@@ -108,7 +108,7 @@ class _Prepared:
         return self.admission.running
 
 
-def acquire(
+def acquire_session(
     project: Project, store: Store, request: AcquireRequest, guard: Guard | None
 ) -> tuple[dict[str, Any], bool]:
     """``(answer, replayed)``; the answer is ``{verdict, session, packet, worktree, env,

@@ -29,7 +29,7 @@ from ithaca.delivery.idempotency import Guard, Replayed
 from ithaca.delivery.records import tasks
 from ithaca.delivery.sessions import rows as sessions_rows
 from ithaca.delivery.sessions import worktrees
-from ithaca.delivery.units.recoverable import Stale
+from ithaca.delivery.units.plans import Stale
 from ithaca.kernel import clock, journal
 from ithaca.kernel.errors import Conflict, Refused
 from ithaca.kernel.project import Project
@@ -57,7 +57,7 @@ class CloseRequest:
     actor: str = "agent"
 
 
-def close(
+def close_session(
     project: Project, store: Store, request: CloseRequest, guard: Guard | None
 ) -> tuple[dict[str, Any], bool]:
     """``(answer, replayed)``; the answer is ``{session, task, circuit, worktree,

@@ -33,10 +33,11 @@ from ithaca.delivery.schemas.ids import DIGEST, TASK_ID
 from ithaca.delivery.sessions import leases, packets, worktrees
 from ithaca.delivery.sessions import rows as sessions_rows
 from ithaca.delivery.sessions import tool as sessions
-from ithaca.delivery.sessions.acquire import AcquireRequest, acquire
+from ithaca.delivery.sessions.acquire import AcquireRequest, acquire_session
 from ithaca.delivery.sessions.admission import admit
 from ithaca.delivery.sessions.close import end_session
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite, Units
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import canon, clock, config, ids, journal
 from ithaca.kernel.errors import Conflict, Refused
 from ithaca.kernel.project import Project
@@ -116,7 +117,7 @@ def _start(
         ttl_s=leases.ttl_s(config.load(project.state_root)),
         shape=_as_record_answer,
     )
-    return acquire(project, store, request, guard)
+    return acquire_session(project, store, request, guard)
 
 
 def _as_record_answer(answer: dict[str, Any]) -> dict[str, Any]:

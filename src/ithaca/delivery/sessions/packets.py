@@ -141,7 +141,9 @@ def build(
     )
 
 
-def accepted_decisions(conn: sqlite3.Connection, project: Project, change_id: str | None) -> list:
+def accepted_decisions(
+    conn: sqlite3.Connection, project: Project, change_id: str | None
+) -> list[dict[str, Any]]:
     """The decisions in force for the task: the baseline's and its change's, accepted and
     not superseded, as ``{id, digest, path}``."""
     rows = conn.execute(

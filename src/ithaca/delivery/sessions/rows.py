@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ithaca.delivery import rows
-from ithaca.kernel import clock, journal
+from ithaca.kernel import allowances, clock, journal
 from ithaca.kernel.errors import Conflict, NotFound
 
 TYPE_CHECKING = False
@@ -182,15 +182,11 @@ def assign_packet(conn: sqlite3.Connection, packet: dict[str, Any], task_id: str
 
 
 def allow_writes(conn: sqlite3.Connection, session_id: str, paths: list[str]) -> None:
-    for path in paths:
-        conn.execute(
-            "INSERT OR IGNORE INTO write_allowances (path, owner, created_at) VALUES (?, ?, ?)",
-            (path, owner(session_id), clock.now()),
-        )
+    allowances.grant(conn, owner(session_id), paths, clock.now())
 
 
 def revoke_writes(conn: sqlite3.Connection, session_id: str) -> None:
-    conn.execute("DELETE FROM write_allowances WHERE owner = ?", (owner(session_id),))
+    allowances.revoke(conn, owner(session_id))
 
 
 def owner(session_id: str) -> str:

@@ -24,9 +24,9 @@ from ithaca.delivery.schemas.dialect import Schema, check
 from ithaca.delivery.schemas.ids import IDEMPOTENCY_KEY, TASK_ID
 from ithaca.delivery.sessions import leases, worktrees
 from ithaca.delivery.sessions import rows as sessions_rows
-from ithaca.delivery.sessions.acquire import STRATEGIES, AcquireRequest, acquire
+from ithaca.delivery.sessions.acquire import STRATEGIES, AcquireRequest, acquire_session
 from ithaca.delivery.sessions.admission import Caller, admit
-from ithaca.delivery.sessions.close import REASONS, CloseRequest, close
+from ithaca.delivery.sessions.close import REASONS, CloseRequest, close_session
 from ithaca.kernel import ids
 from ithaca.kernel.errors import Conflict
 from ithaca.kernel.project import Project
@@ -95,7 +95,7 @@ def session(
     digested = {**_digested(found), "force": True} if force else _digested(found)
     guard = Guard(found["idempotency_key"], TOOL, request_digest(TOOL, operation, digested))
     if operation == "acquire":
-        answer, replayed = acquire(
+        answer, replayed = acquire_session(
             project,
             store,
             AcquireRequest(
@@ -111,7 +111,7 @@ def session(
             guard,
         )
     else:
-        answer, replayed = close(
+        answer, replayed = close_session(
             project,
             store,
             CloseRequest(

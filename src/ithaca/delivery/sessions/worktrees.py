@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ithaca.kernel import git as git_binary
 from ithaca.kernel.errors import Conflict, Refused
 from ithaca.kernel.files import make_folders, write_atomic
 from ithaca.kernel.project import STATE_DIR_NAME, WORK_DIR_NAME, Project, git_top
@@ -61,15 +61,9 @@ class GitFailed(Exception):
     """A Git command failed; the message holds its error output."""
 
 
-def git(cwd: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def git(cwd: str, *args: str, check: bool = True) -> git_binary.TextResult:
     """Run ``git -C cwd args…`` (never through a shell)."""
-    done = subprocess.run(
-        ["git", "-C", cwd, *args],
-        capture_output=True,
-        text=True,
-        timeout=GIT_TIMEOUT_S,
-        stdin=subprocess.DEVNULL,
-    )
+    done = git_binary.run_text(args, cwd=cwd, timeout=GIT_TIMEOUT_S)
     if check and done.returncode != 0:
         raise GitFailed(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
     return done
@@ -77,8 +71,8 @@ def git(cwd: str, *args: str, check: bool = True) -> subprocess.CompletedProcess
 
 def git_version() -> tuple[int, ...] | None:
     try:
-        done = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
+        done = git_binary.run_text(["--version"], timeout=30)
+    except OSError:
         return None
     words = done.stdout.split()
     if done.returncode != 0 or len(words) < 3:
@@ -109,7 +103,7 @@ def head(path: str) -> str | None:
     """The commit checked out at ``path``, None when there is none (or no repository)."""
     try:
         done = git(path, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
-    except (OSError, subprocess.SubprocessError):
+    except OSError:
         return None
     if done.returncode != 0:
         return None
@@ -230,7 +224,7 @@ def create(project: Project, name: str, branch: str, base: str, *, link: bool) -
         raise _unsafe(path, str(exc)) from exc
     try:
         _prepare(project, name, path, branch, link=link)
-    except (GitFailed, OSError, subprocess.SubprocessError) as exc:
+    except (GitFailed, OSError) as exc:
         discard(project, path, branch if made_branch else None)
         raise _unsafe(path, str(exc)) from exc
     return path

@@ -1,1 +1,1 @@
-"""ithaca.delivery.sync.tool."""
+"""The ``sync`` tool: inspect, import, publish, migrate and rehash the team ledger (§8.2)."""

@@ -21,6 +21,7 @@ from ithaca.delivery.contract import Diagnostic, diagnostic
 from ithaca.delivery.ledger import apply as ledger_apply
 from ithaca.delivery.ledger import base as ledger_base
 from ithaca.delivery.ledger import bulk as ledger_bulk
+from ithaca.delivery.ledger import intake as ledger_intake
 from ithaca.delivery.ledger.format import LEDGER_PATH, Ledger, document_digest
 from ithaca.delivery.sync.incoming import (
     Incoming,
@@ -33,15 +34,8 @@ from ithaca.delivery.sync.incoming import (
     require_unchanged,
 )
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import (
-    MAX_ATTEMPTS,
-    Outcome,
-    Plan,
-    Stale,
-    TrackedWrite,
-    Units,
-    unchanged,
-)
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite, unchanged
+from ithaca.delivery.units.recoverable import MAX_ATTEMPTS, Units
 from ithaca.kernel import journal
 from ithaca.kernel.errors import Conflict, Corrupt
 from ithaca.kernel.project import Project
@@ -71,7 +65,7 @@ def taking(
     project: Project, incoming: Incoming, theirs: Ledger, op: str, notes: list[Diagnostic]
 ) -> Plan:
     """A plan that applies what the file (``theirs``) brings and makes it the base."""
-    prepared = ledger_apply.prepare(project.state_root, incoming.merge.taken)
+    prepared = ledger_intake.prepare(project.state_root, incoming.merge.taken)
     data = incoming.data
     digest = document_digest(data)
     writes: tuple[TrackedWrite, ...] = ()
@@ -83,7 +77,7 @@ def taking(
     def commit(tx: sqlite3.Connection) -> Outcome:
         if journal_head(tx) != incoming.head:
             raise Stale("ledger")
-        ledger_apply.apply(tx, prepared)
+        ledger_apply.apply_taken(tx, prepared)
         ledger_base.save(tx, theirs, digest)
         if not writes:
             registry.register(tx, LEDGER_PATH, digest, "ledger", "project", None)

@@ -28,7 +28,8 @@ from ithaca.delivery.ledger.format import (
 from ithaca.delivery.ledger.merge import ACTIVE_TASK, Merge, three_way
 from ithaca.delivery.ledger.projection import Ours
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.recoverable import Stale
+from ithaca.delivery.units.plans import Stale
+from ithaca.kernel import journal
 from ithaca.kernel.errors import Conflict, Corrupt
 
 TYPE_CHECKING = False
@@ -106,7 +107,7 @@ def require_unchanged(state_root: str, found: FileState) -> None:
 
 
 def journal_head(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT ifnull(max(seq), 0) FROM journal").fetchone()[0])
+    return journal.latest_seq(conn) or 0
 
 
 def nothing_new(base: Base | None, found: FileState) -> bool:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     import sqlite3
 
 
-def inspect(conn: sqlite3.Connection, project: Project) -> dict[str, Any]:
+def inspect_ledger(conn: sqlite3.Connection, project: Project) -> dict[str, Any]:
+    """The ``sync inspect`` answer: the ledger's status, digests, counts and conflicts."""
     base = ledger_base.load(conn)
     ours = ledger_projection.project(conn)
     base_digests = {} if base is None else base.digests()

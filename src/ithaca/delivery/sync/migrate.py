@@ -22,7 +22,7 @@ from ithaca.delivery.ledger.format import (
     schema_version_of,
 )
 from ithaca.delivery.sync.incoming import check_project, journal_head, read_file
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite, unchanged
 from ithaca.kernel import journal
 from ithaca.kernel.errors import Refused
 from ithaca.kernel.files import write_atomic

@@ -18,6 +18,7 @@ from typing import Any
 from ithaca.delivery.contract import Diagnostic, diagnostic
 from ithaca.delivery.ledger import apply as ledger_apply
 from ithaca.delivery.ledger import base as ledger_base
+from ithaca.delivery.ledger import intake as ledger_intake
 from ithaca.delivery.ledger.format import (
     LEDGER_PATH,
     Key,
@@ -37,7 +38,8 @@ from ithaca.delivery.sync.incoming import (
     require_settled,
     require_unchanged,
 )
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite, Units, unchanged
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite, unchanged
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import journal
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.project import Project
@@ -80,7 +82,7 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
     data = render(ledger)
     digest = document_digest(data)
     removed = sum(1 for key in stamps if key not in merged)
-    prepared = ledger_apply.prepare(project.state_root, incoming.merge.taken)
+    prepared = ledger_intake.prepare(project.state_root, incoming.merge.taken)
     diagnostics: list[Diagnostic] = relation_notes(incoming.relation) + prepared.diagnostics
     result = _summary("published", ledger.state_digest, ledger.generation, records, changed)
 
@@ -88,7 +90,7 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
         if journal_head(tx) != incoming.head:
             raise Stale("ledger")
         if incoming.file is not None:
-            ledger_apply.apply(tx, prepared)
+            ledger_apply.apply_taken(tx, prepared)
             journal.append(
                 tx,
                 actor="agent",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ithaca.delivery.ledger import base as ledger_base
 from ithaca.delivery.ledger.format import LEDGER_PATH, Ledger, Record, parse, rehash, render
 from ithaca.delivery.sync.incoming import check_project, journal_head, read_file, require_unchanged
-from ithaca.delivery.units.recoverable import Outcome, Plan, Stale, TrackedWrite
+from ithaca.delivery.units.plans import Outcome, Plan, Stale, TrackedWrite
 from ithaca.kernel import journal
 from ithaca.kernel.blobs import BlobStore
 from ithaca.kernel.errors import Conflict, IthacaError, NotFound

@@ -25,7 +25,8 @@ from ithaca.delivery.sync import inspect as sync_inspect
 from ithaca.delivery.sync import migrate as sync_migrate
 from ithaca.delivery.sync import publish as sync_publish
 from ithaca.delivery.sync import rehash as sync_rehash
-from ithaca.delivery.units.recoverable import Plan, Units, flat
+from ithaca.delivery.units.plans import Plan, flat
+from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -130,7 +131,7 @@ def rehash(
 def _run(project: Project, store: Store, request: Request, units: Units | None) -> dict[str, Any]:
     if request.action == "inspect":
         with store.read() as conn:
-            return sync_inspect.inspect(conn, project)
+            return sync_inspect.inspect_ledger(conn, project)
     assert request.key is not None
     runner = units or Units(project, store)
     normalised = {"resolve": request.resolve} if request.action == "import" else {}

@@ -31,40 +31,30 @@ project (``recover_dead``) finds the owner gone (pid missing, or its start time 
 and rolls the files back the same way, or, for a ``committed`` intent, finishes the
 post-commit work. Files whose bytes would not change are not rewritten, so a target's
 new digest always differs from its old one and "bears the new digest" means "we wrote
-it". No file is read or written while a write transaction is open.
-
-A process killed inside the kernel's atomic write leaves its temp file
-(``.ithaca-<16 hex>.tmp``) beside the target, and maybe folders it made for it, so a
-rollback also sweeps them (``_sweep_temps``, ``_remove_created``). Only what the unit
-can be shown to own goes: in a target's folder, a temp with exactly the kernel's name
-that holds the target's new bytes, or any such temp when the intent recorded the folder
-as missing at T1 (nothing else writes into a folder a pending unit is bringing into
-being); then the recorded folders, deepest first, if they are empty. A half-written
-temp in a folder that existed before is left alone: it cannot be told apart from a live
-writer's, and deleting that would fail its write.
+it". No file is read or written while a write transaction is open. Rolling back, the
+temps a killed write left included, is ``ithaca.delivery.units.rollback``; the plans a
+unit runs are ``ithaca.delivery.units.plans``.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import random
-import re
 import shutil
-import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ithaca.delivery.contract import Diagnostic
 from ithaca.delivery.idempotency import Guard, Replayed
 from ithaca.delivery.units import owners as processes
 from ithaca.delivery.units import registry
+from ithaca.delivery.units.folders import rename_folder
+from ithaca.delivery.units.plans import Plan, Rename, Stale, TrackedWrite
+from ithaca.delivery.units.rollback import roll_back
 from ithaca.kernel import canon, clock, ids, journal
-from ithaca.kernel.errors import Conflict, InvalidInput, IthacaError
-from ithaca.kernel.files import remove_confined, write_atomic
+from ithaca.kernel.errors import Conflict, IthacaError
+from ithaca.kernel.files import write_atomic
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -77,64 +67,6 @@ PATH_WAIT_S = 30.0
 # How often a request is prepared again after other writers overtook its plan.
 MAX_ATTEMPTS = 8
 RECOVERY_FOLDER = "recovery"
-# The exact name ``kernel.files.write_atomic`` gives its temp file (``secrets.token_hex(8)``).
-KERNEL_TEMP_NAME = re.compile(r"\.ithaca-[0-9a-f]{16}\.tmp")
-
-
-@dataclass(frozen=True)
-class TrackedWrite:
-    """One tracked file a unit writes; ``path`` is relative to the state root.
-
-    ``digest`` is taken once, when the write is made: a unit compares, records and
-    registers it, and a ledger of 10,000 tasks is megabytes to hash."""
-
-    path: str
-    data: bytes
-    kind: str
-    scope_type: str
-    scope_id: str | None
-    digest: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "digest", canon.digest_bytes(self.data))
-
-
-@dataclass(frozen=True)
-class Rename:
-    """A folder a unit moves; both paths relative to the state root, on one filesystem."""
-
-    source: str
-    target: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What an action's commit returns: its result and the last journal seq it wrote."""
-
-    result: dict[str, Any]
-    journal_seq: int | None
-
-
-@dataclass
-class Plan:
-    """A prepared action: the files it writes and the commit that runs inside T2.
-
-    ``commit`` re-checks what the plan was based on and raises ``Stale`` when that moved,
-    so the caller prepares again from the new state.
-    """
-
-    op: str
-    commit: Callable[[sqlite3.Connection], Outcome]
-    writes: tuple[TrackedWrite, ...] = ()
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    renames: tuple[Rename, ...] = ()
-    # Content-addressed work done first, outside any transaction (an envelope blob):
-    # harmless to repeat or to leave behind when the unit fails.
-    before: Callable[[], object] | None = None
-
-
-class Stale(Exception):
-    """What a plan was based on changed before it could commit; prepare it again."""
 
 
 class Units:
@@ -299,48 +231,19 @@ class Units:
     def _move(self, renames: list[dict[str, str]]) -> None:
         """Step 2, first part: move each folder, never over an existing one."""
         for move in renames:
-            if not self._rename(move["source"], move["target"]):
+            if not rename_folder(self.state_root, move["source"], move["target"]):
                 raise Stale(move["source"])
-
-    def _rename(self, source: str, target: str) -> bool:
-        """Move the folder ``source`` to ``target`` (both under the state root) and fsync
-        both parents; False when ``source`` is no folder or ``target`` exists."""
-        source_parts, target_parts = source.split("/"), target.split("/")
-        source_fd = _open_folders(self.state_root, source_parts[:-1], create=False)
-        if source_fd is None:
-            return False
-        try:
-            if _kind(source_fd, source_parts[-1]) != stat.S_IFDIR:
-                return False
-            target_fd = _open_folders(self.state_root, target_parts[:-1], create=True)
-            assert target_fd is not None
-            try:
-                if _kind(target_fd, target_parts[-1]) is not None:
-                    return False
-                os.rename(
-                    source_parts[-1],
-                    target_parts[-1],
-                    src_dir_fd=source_fd,
-                    dst_dir_fd=target_fd,
-                )
-                os.fsync(target_fd)
-                os.fsync(source_fd)
-            finally:
-                os.close(target_fd)
-        finally:
-            os.close(source_fd)
-        return True
-
-    def _move_back(self, renames: list[dict[str, str]]) -> None:
-        """Undo the moves a unit made (those it did not make are left alone)."""
-        for move in reversed(renames):
-            if self._rename(move["target"], move["source"]):
-                self._prune_empty_folders(move["target"])
 
     def _abandon(self, intent: dict[str, Any]) -> None:
         """Undo a unit that failed in this process, and forget its intent."""
         try:
-            self._roll_back(intent["targets"], intent["renames"], intent["created"])
+            roll_back(
+                self.state_root,
+                self.runtime,
+                intent["targets"],
+                intent["renames"],
+                intent["created"],
+            )
             with self.store.write() as conn:
                 conn.execute("DELETE FROM delivery_fs_intents WHERE id = ?", (intent["id"],))
             self._drop_copies(intent["id"])
@@ -381,7 +284,7 @@ class Units:
         parsed = json.loads(steps)
         targets, renames = parsed["targets"], parsed.get("renames", [])
         if status == "pending":
-            self._roll_back(targets, renames, parsed.get("created", []))
+            roll_back(self.state_root, self.runtime, targets, renames, parsed.get("created", []))
         outcome = "rolled_back" if status == "pending" else "done"
         with self.store.write() as conn:
             moved = conn.execute(
@@ -402,75 +305,6 @@ class Units:
             journal.append(conn, actor="system", kind=kind, subject=intent_id, payload=payload)
         self._drop_copies(intent_id)
         return {"intent": intent_id, "op": op, "was": status, "now": outcome}
-
-    def _roll_back(
-        self,
-        targets: list[dict[str, Any]],
-        renames: list[dict[str, str]],
-        created: list[str],
-    ) -> None:
-        """Undo a pending unit: files and their temps, the folders it made (some lie in
-        a moved folder), then the moves."""
-        self._restore(targets, created)
-        self._remove_created(created)
-        self._move_back(renames)
-
-    def _restore(self, targets: list[dict[str, Any]], created: list[str]) -> None:
-        """Put back every target this unit wrote (its copy, or nothing if it was new) and
-        sweep the temps a write killed before its rename left beside it. Folders are
-        left for ``_remove_created``."""
-        for target in targets:
-            path = target["path"]
-            self._sweep_temps(path, target["expected"], created)
-            if registry.file_digest(self.state_root, path) != target["expected"]:
-                continue  # never written by this unit (or already restored)
-            if target["previous"] is None:
-                remove_confined(self.state_root, path)
-                continue
-            copy = registry.read_bytes(self.runtime, target["copy"])
-            if copy is not None and canon.digest_bytes(copy) == target["previous"]:
-                write_atomic(self.state_root, path, copy)
-
-    def _sweep_temps(self, path: str, expected: str, created: list[str]) -> None:
-        """Delete the kernel temps beside ``path`` that this unit owns: all of them in a
-        folder it made, else only those holding its new bytes (digest ``expected``)."""
-        folders = path.split("/")[:-1]
-        made = "/".join(folders) in created
-        folder_fd = _open_folders(self.state_root, folders, create=False)
-        if folder_fd is None:
-            return
-        try:
-            swept = False
-            for name in os.listdir(folder_fd):
-                if not KERNEL_TEMP_NAME.fullmatch(name) or _kind(folder_fd, name) != stat.S_IFREG:
-                    continue
-                if made or _digest_at(folder_fd, name) == expected:
-                    os.unlink(name, dir_fd=folder_fd)
-                    swept = True
-            if swept:
-                os.fsync(folder_fd)
-        finally:
-            os.close(folder_fd)
-
-    def _remove_created(self, created: list[str]) -> None:
-        """Remove the folders the intent recorded as made by it, deepest first, when
-        empty; a folder something else has filled since stays, and so does the parent of
-        a moved folder until ``_move_back`` empties it."""
-        for folder in sorted(created, key=lambda name: name.count("/"), reverse=True):
-            try:
-                os.rmdir(os.path.join(self.state_root, folder))
-            except OSError:
-                continue
-
-    def _prune_empty_folders(self, path: str) -> None:
-        """Remove the folders a folder moved back leaves empty, from its old parent up."""
-        parts = path.split("/")[:-1]
-        while parts:
-            try:
-                os.rmdir(os.path.join(self.state_root, *parts))
-            except OSError:
-                return
-            parts.pop()
 
     def _drop_copies(self, intent_id: str) -> None:
         shutil.rmtree(os.path.join(self.runtime, RECOVERY_FOLDER, intent_id), ignore_errors=True)
@@ -529,67 +363,8 @@ def _before_renames(path: str, renames: tuple[Rename, ...]) -> str:
     return path
 
 
-def _open_folders(root: str, folders: list[str], *, create: bool) -> int | None:
-    """A descriptor of ``root/folders…`` walked without following symlinks (made when
-    ``create``); None when a folder is missing. A symlink on the way is ``PATH_UNSAFE``."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    for name in folders:
-        try:
-            if create and _kind(fd, name) is None:
-                os.mkdir(name, dir_fd=fd)
-            child = os.open(
-                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise InvalidInput(
-                    "PATH_UNSAFE",
-                    f"{'/'.join(folders)} passes through a symlink or a file",
-                    {"path": "/".join(folders)},
-                ) from exc
-            raise
-        finally:
-            os.close(fd)
-        fd = child
-    return fd
-
-
-def _kind(folder_fd: int, name: str) -> int | None:
-    """The file type of ``name`` in the folder (not following a symlink), None if absent."""
-    try:
-        return stat.S_IFMT(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        return None
-
-
-def _digest_at(folder_fd: int, name: str) -> str | None:
-    """The digest of the regular file ``name`` in the folder, None if it cannot be read."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        return canon.digest_bytes(handle.read())
-
-
 def _set_status(conn: sqlite3.Connection, intent_id: str, status: str) -> None:
     conn.execute(
         "UPDATE delivery_fs_intents SET status = ?, updated_at = ? WHERE id = ?",
         (status, clock.now(), intent_id),
     )
-
-
-def flat(answer: dict[str, Any]) -> dict[str, Any]:
-    """A single-unit tool's answer: the action's result beside diagnostics and seq."""
-    return {
-        **answer["result"],
-        "diagnostics": answer["diagnostics"],
-        "journal_seq": answer["journal_seq"],
-    }
-
-
-def unchanged(op: str, result: dict[str, Any], diagnostics: list[Diagnostic]) -> Plan:
-    """A plan that changes nothing and writes no event; its key still records the answer."""
-    return Plan(op, lambda conn: Outcome({**result, "unchanged": True}, None), (), diagnostics)

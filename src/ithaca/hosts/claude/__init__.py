@@ -1,1 +1,1 @@
-"""ithaca.hosts.claude.adapter."""
+"""Claude Code: the hook adapter (on the hook path) and the installer."""

@@ -10,9 +10,8 @@ ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop us
 
 from __future__ import annotations
 
-from ithaca.hosts.refusal import ASK_LEAD, BLOCK_LEAD, LEAD, refusal
-from ithaca.kernel import lightjson
-from ithaca.kernel.gates import Opinion
+from ithaca.hosts.refusal import ASK_LEAD, BLOCK_LEAD, LEAD, refusal_text
+from ithaca.kernel import Opinion, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
             answer["hookSpecificOutput"] = {
                 "hookEventName": event,
                 "permissionDecision": "deny" if blocked else "ask",
-                "permissionDecisionReason": refusal(final, LEAD if blocked else ASK_LEAD),
+                "permissionDecisionReason": refusal_text(final, LEAD if blocked else ASK_LEAD),
             }
         elif final.updated_input is not None:
             answer["hookSpecificOutput"] = {
@@ -60,7 +59,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
                 "updatedInput": final.updated_input,
             }
     elif event in PROMPT_EVENTS + ("Stop", "SubagentStop", "PostToolUse") and blocked:
-        answer = {"decision": "block", "reason": refusal(final, BLOCK_LEAD)}
+        answer = {"decision": "block", "reason": refusal_text(final, BLOCK_LEAD)}
     if (
         final.context
         and event in PROMPT_EVENTS + ("SessionStart", "PostToolUse")

@@ -1,1 +1,1 @@
-"""ithaca.hosts.codex.adapter."""
+"""Codex: the hook adapter (on the hook path), its hook trust, and the installer."""

@@ -34,9 +34,8 @@ export is skipped.
 from __future__ import annotations
 
 from ithaca.hosts.claude.adapter import tool_call as tool_call  # Codex names them alike
-from ithaca.hosts.refusal import BLOCK_LEAD, refusal
-from ithaca.kernel import lightjson
-from ithaca.kernel.gates import Opinion
+from ithaca.hosts.refusal import BLOCK_LEAD, refusal_text
+from ithaca.kernel import Opinion, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +54,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
     blocked = final.effect in ("deny", "block")
     if event == "PreToolUse":
         if blocked or final.effect == "ask":
-            reason = refusal(final)
+            reason = refusal_text(final)
             answer["hookSpecificOutput"] = {
                 "hookEventName": event,
                 "permissionDecision": "deny",
@@ -68,7 +67,7 @@ def render(event: str, final: Opinion) -> tuple[str, int]:
                 "updatedInput": final.updated_input,
             }
     elif event in ("UserPromptSubmit", "Stop", "PostToolUse") and blocked:
-        answer = {"decision": "block", "reason": refusal(final, BLOCK_LEAD)}
+        answer = {"decision": "block", "reason": refusal_text(final, BLOCK_LEAD)}
     if final.context and event in CONTEXT_EVENTS and not (blocked and event == "UserPromptSubmit"):
         answer.setdefault("hookSpecificOutput", {"hookEventName": event})
         answer["hookSpecificOutput"]["additionalContext"] = final.context

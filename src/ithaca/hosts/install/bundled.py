@@ -19,9 +19,7 @@ from ithaca.hosts.install.files import file_bytes
 from ithaca.hosts.install.manifest import file_entry
 from ithaca.hosts.install.report import InstallReport
 from ithaca.hosts.install.staged import Staged
-from ithaca.kernel.canon import digest_bytes
-from ithaca.kernel.errors import Conflict
-from ithaca.kernel.files import resolve_confined
+from ithaca.kernel import Conflict, digest_bytes, resolve_confined
 
 KIND_LABELS = {"skills": "skill", "agents": "agent"}
 

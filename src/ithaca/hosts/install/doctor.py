@@ -29,7 +29,7 @@ from ithaca.hosts.install.manifest import (
 from ithaca.hosts.install.preflight import hook_answers, unresolved
 from ithaca.hosts.install.transaction import roots
 from ithaca.hosts.profile_gate import profile_in
-from ithaca.kernel.errors import IthacaError
+from ithaca.kernel import IthacaError
 
 UNTRUSTED = "HOOKS_UNTRUSTED"
 

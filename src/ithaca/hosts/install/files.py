@@ -18,10 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ithaca.kernel.canon import digest
-from ithaca.kernel.errors import InvalidInput, IthacaError
-from ithaca.kernel.files import resolve_confined
-from ithaca.kernel.project import STATE_DIR_NAME
+from ithaca.kernel import STATE_DIR_NAME, InvalidInput, IthacaError, digest, resolve_confined
 
 
 def state_root(project_root: Path) -> Path:

@@ -27,9 +27,7 @@ from typing import Any, TypeGuard
 
 from ithaca.hosts.install.files import invalid_settings, read_json_object
 from ithaca.hosts.install.hooks import find_hook, listed_hooks_ok
-from ithaca.kernel.canon import digest, digest_bytes
-from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.project import RUNTIME_DIR_NAME
+from ithaca.kernel import RUNTIME_DIR_NAME, IthacaError, digest, digest_bytes
 
 MISSING = "INSTALL_MISSING"
 DRIFT = "INSTALL_DRIFT"

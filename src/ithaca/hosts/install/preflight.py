@@ -26,7 +26,7 @@ from ithaca.hosts.install.files import parse_json_object
 from ithaca.hosts.install.hooks import HOOK_PROGRAM
 from ithaca.hosts.install.manifest import MISSING, drift, finding
 from ithaca.hosts.install.staged import Staged
-from ithaca.kernel.errors import IthacaError
+from ithaca.kernel import IthacaError
 
 HOOK_START_FAILED = "HOOK_START_FAILED"
 PREFLIGHT_SESSION = "ithaca-preflight"
@@ -143,7 +143,7 @@ def _env_variable(host: str) -> str:
     """The variable naming the file ``host`` sources before the agent's commands."""
     from importlib import import_module
 
-    from ithaca.hosts.main import HOSTS
+    from ithaca.hosts.entry import HOSTS
 
     return str(import_module(HOSTS[host]).SESSION_ENV_FILE)
 

@@ -37,7 +37,7 @@ from ithaca.hosts.install.manifest import manifest_relpath
 from ithaca.hosts.install.report import InstallReport
 from ithaca.hosts.install.staged import Staged
 from ithaca.hosts.profile_gate import profile_in
-from ithaca.kernel.errors import Refused, invalid_field
+from ithaca.kernel import Refused, invalid_field
 
 PROFILES = ("sandboxed", "unsandboxed")
 DEFAULT_PROFILE = "sandboxed"

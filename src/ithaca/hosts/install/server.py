@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ithaca.kernel.errors import invalid_field
+from ithaca.kernel import invalid_field
 
 SERVER_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

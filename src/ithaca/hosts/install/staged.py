@@ -30,8 +30,14 @@ from typing import NamedTuple
 
 from ithaca.hosts.install.files import file_bytes
 from ithaca.hosts.install.report import InstallReport
-from ithaca.kernel.errors import Corrupt, IthacaError, Refused
-from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
+from ithaca.kernel import (
+    Corrupt,
+    IthacaError,
+    Refused,
+    remove_confined,
+    resolve_confined,
+    write_atomic,
+)
 
 ROLLBACK_FAILED = "INSTALL_ROLLBACK_FAILED"
 

@@ -20,7 +20,7 @@ from ithaca.hosts.install.manifest import manifest_relpath
 from ithaca.hosts.install.preflight import install_checks, parse_problems
 from ithaca.hosts.install.report import InstallReport
 from ithaca.hosts.install.staged import Staged, staging
-from ithaca.kernel.canon import canonical, digest_excluding
+from ithaca.kernel import canonical, digest_excluding
 
 
 def roots(project_root: Path) -> tuple[Path, Path]:

@@ -23,9 +23,7 @@ from ithaca.hosts.install.files import file_bytes, read_json_object
 from ithaca.hosts.install.manifest import drift, manifest_relpath, well_formed
 from ithaca.hosts.install.sandbox import SWITCHES
 from ithaca.hosts.profile_gate import profile_in
-from ithaca.kernel.errors import IthacaError
-from ithaca.kernel.fingerprint import change, user_wiring
-from ithaca.kernel.project import Project
+from ithaca.kernel import IthacaError, Project, change, user_wiring
 
 HOSTS = ("claude", "codex")
 LOCAL_SETTINGS = ".claude/settings.local.json"

@@ -81,7 +81,7 @@ class _Decoding:
     parse_float = float
     parse_int = int
     parse_constant = _CONSTANTS.__getitem__
-    memo: dict = {}
+    memo: "dict[str, str]" = {}  # quoted: a validator may run an older Python
 
 
 def _loads(text):

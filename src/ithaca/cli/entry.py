@@ -13,29 +13,14 @@ import importlib
 
 import click
 
-# Command name -> "module:attribute", in the order help lists them.
+from ithaca.kernel import mapping
+
+# Command name -> "module:attribute", in the order help lists them: each part's commands
+# from its manifest, then the adapters' own.
 COMMANDS = {
-    "init": "ithaca.cli.commands.project:init",
-    "status": "ithaca.cli.commands.project:status",
-    "log": "ithaca.cli.commands.project:log",
-    "doctor": "ithaca.cli.commands.project:doctor",
-    "protocols": "ithaca.cli.commands.protocols:group",
-    "notebook": "ithaca.cli.commands.notebook:group",
-    "ulysses": "ithaca.cli.commands.ulysses:group",
-    "ultragoal": "ithaca.cli.commands.ultragoal:group",
-    "knowledge": "ithaca.cli.commands.knowledge:group",
-    "context": "ithaca.cli.commands.context:context",
-    "record": "ithaca.cli.commands.record:record",
-    "checkpoint": "ithaca.cli.commands.checkpoint:checkpoint",
-    "archive": "ithaca.cli.commands.archive:archive",
-    "sync": "ithaca.cli.commands.sync:group",
-    "session": "ithaca.cli.commands.session:group",
-    "run-plan": "ithaca.cli.commands.run_plan:run_plan_command",
-    "install": "ithaca.cli.commands.install:install",
-    "uninstall": "ithaca.cli.commands.install:uninstall",
-    "mcp": "ithaca.cli.commands.mcp:mcp",
-    "hook": "ithaca.cli.commands.hook:hook",
-    "demo": "ithaca.cli.commands.demo:demo",
+    **mapping("CLI_COMMANDS"),
+    "mcp": "ithaca.cli.commands.mcp:command",
+    "demo": "ithaca.cli.commands.demo:command",
 }
 
 

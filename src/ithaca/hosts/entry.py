@@ -59,8 +59,7 @@ def run() -> None:
 
 def _export_session(stdin_text: str, env_var: str | None) -> None:
     from ithaca.hosts.dispatch import write_session_env
-    from ithaca.kernel import lightjson
-    from ithaca.kernel.ids import is_session_id
+    from ithaca.kernel import is_session_id, lightjson
 
     try:
         payload = lightjson.loads(stdin_text)

@@ -58,8 +58,7 @@ from ithaca.hosts.install.manifest import (
 from ithaca.hosts.install.report import InstallReport
 from ithaca.hosts.install.staged import Staged, staging
 from ithaca.hosts.install.transaction import commit_install, roots
-from ithaca.kernel import clock
-from ithaca.kernel.errors import Conflict, invalid_field
+from ithaca.kernel import Conflict, clock, invalid_field
 from ithaca.ultragoal import hostcap
 
 HOST = "claude"

@@ -1,10 +1,9 @@
-"""The debugging tools an agent sees over MCP: ``notebook``, ``ulysses`` and ``knowledge``.
+"""The ``ulysses`` and ``knowledge`` MCP tools' published schemas and descriptions.
 
-Each tool takes an ``operation`` and that operation's fields, and hands the raw arguments
-to its service's ``dispatch``, which checks them strictly (unknown fields, wrong types,
-limits) and answers with coded errors. The schemas published here describe every field
-an operation may take, so a client can show them; the service stays the one judge of
-what a given operation accepts. Operation and field names are the seed's, so its skill
+Each tool takes an ``operation`` and that operation's fields and hands the raw arguments to
+its service's ``dispatch``, which checks them strictly (unknown fields, wrong types,
+limits) and answers with coded errors. The schemas describe every field an operation may
+take, so a client can show them. Operation and field names are the seed's, so its skill
 text works unchanged.
 """
 
@@ -12,55 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-SESSION_PROPERTY = {
-    "type": "string",
-    "description": "The host session id; Ithaca fills it in, so leave it out.",
-}
-ANY_JSON = {"description": "Any JSON value."}
+from ithaca.kernel.tools import ANY_JSON, SESSION_PROPERTY, ToolSpec
+
 _TEXT = {"type": "string"}
 _TEXT_LIST = {"type": "array", "items": {"type": "string"}}
 _CELL_REF = {
     "type": "object",
     "properties": {"notebookId": _TEXT, "cellId": _TEXT},
     "required": ["notebookId", "cellId"],
-    "additionalProperties": False,
-}
-
-NOTEBOOK_DESCRIPTION = (
-    "Author validator cells: small programs that judge observed data and write a verdict. "
-    "operation=create {title, language?} makes a notebook (python by default; javascript, "
-    "typescript, shell). add_cell {notebookId, source, kind?, language?, filename?, mode?, "
-    "timeout_s?} adds a cell; a code cell named requirements.txt, pyproject.toml, "
-    "package.json or tsconfig.json is a manifest, any other code cell is a validator. "
-    "update_cell {notebookId, cellId, ...} stores a new version (every version is kept). "
-    "get, list and export read. run_cell {notebookId, cellId, observed} is a dry run that "
-    "stores nothing. A Python validator reads observed data and writes its verdict with "
-    "the helper: `from tb_validate import observed, pass_, fail`; JavaScript: "
-    '`import { observed, pass, fail } from "./tb-validate.js"`. Mode probe runs the cell '
-    "in the project root so it can measure evidence itself (run the tests, read a log)."
-)
-
-NOTEBOOK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "operation": {
-            "type": "string",
-            "enum": ["create", "add_cell", "update_cell", "get", "list", "run_cell", "export"],
-        },
-        "title": {"type": "string", "description": "Notebook title, 1–200 characters."},
-        "language": {"type": "string", "enum": ["python", "javascript", "typescript", "shell"]},
-        "notebookId": _TEXT,
-        "cellId": _TEXT,
-        "source": {"type": "string", "description": "The cell's source, at most 256 KiB."},
-        "kind": {"type": "string", "enum": ["code", "markdown"]},
-        "filename": {"type": "string", "description": "The cell's file name in the run folder."},
-        "mode": {"type": "string", "enum": ["judge", "probe"]},
-        "timeout_s": {"type": "number", "description": "Seconds before the run is stopped."},
-        "version": {"type": "integer", "description": "A cell version (get, run_cell)."},
-        "observed": {**ANY_JSON, "description": "The data the cell judges (run_cell)."},
-        "session": SESSION_PROPERTY,
-    },
-    "required": ["operation"],
     "additionalProperties": False,
 }
 
@@ -158,14 +116,23 @@ KNOWLEDGE_SCHEMA: dict[str, Any] = {
 }
 
 # (tool, IthacaProject service attribute, title, description, schema)
-TOOLS: tuple[tuple[str, str, str, str, dict[str, Any]], ...] = (
-    ("notebook", "notebooks", "Validator notebooks", NOTEBOOK_DESCRIPTION, NOTEBOOK_SCHEMA),
-    ("ulysses", "ulysses", "Ulysses debugging protocol", ULYSSES_DESCRIPTION, ULYSSES_SCHEMA),
-    (
-        "knowledge",
+TOOLS = (
+    ToolSpec(
+        "ulysses",
+        "Ulysses debugging protocol",
+        ULYSSES_DESCRIPTION,
+        ULYSSES_SCHEMA,
+        read_only=False,
+        service="ulysses",
+        method="dispatch",
+    ),
+    ToolSpec(
         "knowledge",
         "Lessons from earlier debugging",
         KNOWLEDGE_DESCRIPTION,
         KNOWLEDGE_SCHEMA,
+        read_only=True,
+        service="knowledge",
+        method="dispatch",
     ),
 )
