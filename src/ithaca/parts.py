@@ -4,10 +4,27 @@ The kernel names no part above it. Each part listed here declares what it brings
 manifest at the end of its package ``ithaca/<part>/__init__.py`` (migrations, hook gates,
 state predicates, doctor checks and repairs, MCP tools, CLI commands), and the kernel's
 registries, the hook dispatcher, the MCP server and the CLI read those manifests through
-``ithaca.kernel.manifests``. The order is the order in which gates give their opinions,
+the functions below. The order is the order in which gates give their opinions,
 doctor runs its checks and tools are listed; migrations keep their own version numbers.
 Adding a part is a package with a manifest and one name here.
+
+A manifest is plain data: tuples and dicts of strings naming ``"module:attribute"``
+targets, so reading every manifest imports none of the code it names. It sits in the
+package because a hook imports the package anyway for its gate, and the reader sits here
+with the list: a module of its own would cost every hook call one more import. A hook
+reads the gates and the schema version from the manifests and imports only the gates its
+event needs. Standard library only.
 """
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
 
 PARTS: tuple[str, ...] = (
     "kernel",
@@ -18,3 +35,40 @@ PARTS: tuple[str, ...] = (
     "delivery",
     "ultragoal",
 )
+
+
+_loaded: list[ModuleType] = []
+
+
+def all_manifests() -> list[ModuleType]:
+    """Every listed part's package, whose manifest it holds, in the parts' order."""
+    if not _loaded:
+        for part in PARTS:
+            name = f"ithaca.{part}"
+            __import__(name)  # importlib.import_module, without importing importlib
+            _loaded.append(sys.modules[name])
+    return _loaded
+
+
+def collected(attribute: str) -> list[Any]:
+    """The entries every manifest declares under ``attribute``, concatenated in order."""
+    return [entry for manifest in all_manifests() for entry in getattr(manifest, attribute, ())]
+
+
+def mapping(attribute: str) -> dict[str, Any]:
+    """The dicts every manifest declares under ``attribute``, merged; a name declared by
+    two parts is a programming error."""
+    merged: dict[str, Any] = {}
+    for manifest in all_manifests():
+        for key, value in getattr(manifest, attribute, {}).items():
+            if key in merged:
+                raise RuntimeError(f"{attribute} {key!r} is declared by two parts")
+            merged[key] = value
+    return merged
+
+
+def resolve(target: str) -> Any:
+    """The object a ``"module:attribute"`` target names, importing its module."""
+    module, _, attribute = target.partition(":")
+    __import__(module)
+    return getattr(sys.modules[module], attribute)

@@ -14,7 +14,8 @@ import pytest
 import ithaca
 from ithaca import open_project
 from ithaca.hosts.claude.installer import hook_command
-from ithaca.kernel.manifests import collected
+from ithaca.hosts.entry import HOSTS
+from ithaca.parts import collected
 
 HEAVY = (
     "pydantic",
@@ -56,9 +57,7 @@ def _hook_modules() -> list[str]:
         for m in pkgutil.iter_modules([str(package / "hosts")])
         if not m.ispkg
     ]
-    names += [
-        f"ithaca.hosts.{path.parent.name}.adapter" for path in package.glob("hosts/*/adapter.py")
-    ]
+    names += list(HOSTS.values())  # each host's package is its adapter
     names += [name for name, _ in collected("GATES")]  # every gate the parts register
     names += ["ithaca.kernel.classify", "ithaca.kernel.git", "ithaca.protocols.enforcement"]
     return sorted(set(names))

@@ -14,13 +14,14 @@ import click
 import pytest
 
 import ithaca
+from ithaca import parts as manifests
 from ithaca.app import open_project
 
 # mypy holds these gate modules to the typed contract; the tests below hold every gate
 # the manifests list, including any added later.
 from ithaca.delivery import gate as delivery_gate
 from ithaca.hosts import effects, profile_gate
-from ithaca.kernel import guard, manifests
+from ithaca.kernel import guard
 from ithaca.kernel.gate_contract import CommittingGate, Gate
 from ithaca.kernel.migrations import MIGRATIONS
 from ithaca.kernel.tools import ToolSpec

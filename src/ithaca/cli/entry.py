@@ -13,7 +13,7 @@ import importlib
 
 import click
 
-from ithaca.kernel import mapping
+from ithaca.parts import mapping
 
 # Command name -> "module:attribute", in the order help lists them: each part's commands
 # from its manifest, then the adapters' own.

@@ -1,9 +1,40 @@
-"""The host adapters: the hook entry point, its dispatcher and each host's package."""
+"""The host adapters: the hook entry point, its dispatcher and each host's package, and how
+a refusal reads to the agent (shared by every adapter).
+
+Both hosts show a hook's denial in words of their own ("PreToolUse:Bash hook error: …",
+"Command blocked by PreToolUse hook: …"), which an agent can take for a broken hook to
+retry or route around. So every denial and block Ithaca renders opens with the same lead:
+Ithaca refused on purpose, under which code, or, when Ithaca itself could not decide, that
+it failed closed; the gate's reason, which says what to do next, follows.
+
+It lives in the package because every hook call imports the package anyway.
+"""
+
+from __future__ import annotations
+
+from ithaca.kernel import FAILED_CLOSED, Opinion
+
+LEAD = "Refused by Ithaca policy"
+ASK_LEAD = "Ithaca policy asks the user to confirm this call"
+BLOCK_LEAD = "Held by Ithaca policy"
+
+
+def refusal_text(final: Opinion, lead: str = LEAD) -> str:
+    """``final``'s reason under the lead that tells policy from a failure (a block's
+    reason, which the host hands the model as its next instruction, on a line of its own)."""
+    reason = (final.reason or "").strip()
+    code = f" [{final.code}]" if final.code else ""
+    if final.gate == FAILED_CLOSED:
+        opening = "Ithaca failed closed: it could not decide, so it refused."  # code in reason
+    else:
+        opening = f"{lead}{code}, on purpose (not a hook failure)."
+    separator = "\n" if lead == BLOCK_LEAD else " "
+    return f"{opening}{separator}{reason}" if reason else opening
 
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What the host adapters bring: the effect check, the profile notice, install and hook.
-# Plain data naming "module:attribute" targets (``ithaca.kernel.manifests``).
+# Plain data naming "module:attribute" targets (``ithaca.parts``).
 
 GATES = (
     ("ithaca.hosts.effects", ("PreToolUse", "PostToolUse")),

@@ -33,12 +33,12 @@ from ithaca.kernel import (
     config,
     connect,
     find_project,
-    host_sessions,
     ids,
     lightjson,
     pinned_project,
     schema_version,
     sqlite,
+    touch_host_session,
     write_transaction,
 )
 
@@ -196,7 +196,7 @@ def _parse_prompt(ctx: GateContext) -> None:
 def _gates(event: str) -> list[tuple[str, ModuleType]]:
     """The gates the parts' manifests register for ``event``, in the parts' order; a
     module is imported only for the events it handles."""
-    from ithaca.kernel import collected
+    from ithaca.parts import collected
 
     return [(name, _module(name)) for name, events in collected("GATES") if event in events]
 
@@ -234,7 +234,7 @@ def _commit(ctx: GateContext, call: Call | None, final: Opinion) -> Opinion:
     try:
         with write_transaction(conn):
             if ctx.session_id:
-                host_sessions.touch(
+                touch_host_session(
                     conn, ctx.host, ctx.session_id, ctx.now, ended=ctx.event == "SessionEnd"
                 )
             overruled = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-HOSTS = {"claude": "ithaca.hosts.claude.adapter", "codex": "ithaca.hosts.codex.adapter"}
+HOSTS = {"claude": "ithaca.hosts.claude", "codex": "ithaca.hosts.codex"}
 USAGE = f"usage: ithaca-hook <host> <event>   (hosts: {', '.join(HOSTS)})"
 
 

@@ -5,7 +5,7 @@ and the shell guard.
 Every part and adapter builds on these modules. The face below names what the adapters
 use; it loads each name on first use (PEP 562), so a hook pays only for what it touches.
 The kernel names no part above it: it reads what each brings from their manifests
-(``ithaca.kernel.manifests``).
+(``ithaca.parts``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         fingerprint,
         git,
         git_head,
-        host_sessions,
         ids,
         journal,
         lightjson,
@@ -52,9 +51,16 @@ if TYPE_CHECKING:
     )
     from ithaca.kernel.files import remove_confined, resolve_confined, write_atomic
     from ithaca.kernel.fingerprint import change, user_wiring
-    from ithaca.kernel.gates import ABSTAIN, DISPLACED, FAILED_CLOSED, GateContext, Opinion, combine
+    from ithaca.kernel.gates import (
+        ABSTAIN,
+        DISPLACED,
+        FAILED_CLOSED,
+        GateContext,
+        Opinion,
+        combine,
+        touch_host_session,
+    )
     from ithaca.kernel.ids import is_session_id
-    from ithaca.kernel.manifests import collected, mapping, resolve
     from ithaca.kernel.migrations import LATEST_VERSION
     from ithaca.kernel.project import (
         IGNORE_LINE,
@@ -133,18 +139,15 @@ _FACE = {
     "GateContext": "ithaca.kernel.gates:GateContext",
     "Opinion": "ithaca.kernel.gates:Opinion",
     "combine": "ithaca.kernel.gates:combine",
+    "touch_host_session": "ithaca.kernel.gates:touch_host_session",
     "git": "ithaca.kernel.git",
     "git_head": "ithaca.kernel.git_head",
-    "host_sessions": "ithaca.kernel.host_sessions",
     "ids": "ithaca.kernel.ids",
     "is_session_id": "ithaca.kernel.ids:is_session_id",
     "journal": "ithaca.kernel.journal",
     "lightjson": "ithaca.kernel.lightjson",
     "lineage": "ithaca.kernel.lineage",
     "lockdown": "ithaca.kernel.lockdown",
-    "collected": "ithaca.kernel.manifests:collected",
-    "mapping": "ithaca.kernel.manifests:mapping",
-    "resolve": "ithaca.kernel.manifests:resolve",
     "markers": "ithaca.kernel.markers",
     "mcp_calls": "ithaca.kernel.mcp_calls",
     "LATEST_VERSION": "ithaca.kernel.migrations:LATEST_VERSION",
@@ -197,18 +200,15 @@ __all__ = [
     "GateContext",
     "Opinion",
     "combine",
+    "touch_host_session",
     "git",
     "git_head",
-    "host_sessions",
     "ids",
     "is_session_id",
     "journal",
     "lightjson",
     "lineage",
     "lockdown",
-    "collected",
-    "mapping",
-    "resolve",
     "markers",
     "mcp_calls",
     "LATEST_VERSION",
@@ -229,7 +229,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What the kernel brings: its own tables, the shell guard and the project commands.
-# Plain data naming "module:attribute" targets (``ithaca.kernel.manifests``).
+# Plain data naming "module:attribute" targets (``ithaca.parts``).
 
 MIGRATIONS = (
     (1, "kernel.initial", "ithaca.kernel.tables:KERNEL_V1"),

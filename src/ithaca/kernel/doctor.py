@@ -22,20 +22,21 @@ import shutil
 import sqlite3
 from typing import Any
 
-from ithaca.kernel import anchor, clock, journal, lockdown, manifests
+from ithaca.kernel import anchor, clock, journal, lockdown
 from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
 from ithaca.kernel.files import write_atomic
 from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
+from ithaca.parts import collected, resolve
 
 # What each part plugs in, from its manifest ("module:function" targets, in part order):
 # checks take (project, conn) and return findings; repairs take (project, conn) and return
 # what they did; rebuilds take (project, store, quarantined_db_sha256) and return
 # ``{part, loaded, warnings, notes}``, each loading its part from tracked files.
-PROVIDERS: tuple[str, ...] = tuple(manifests.collected("DOCTOR_CHECKS"))
-REPAIRS: tuple[str, ...] = tuple(manifests.collected("DOCTOR_REPAIRS"))
-REBUILDS: tuple[str, ...] = tuple(manifests.collected("DOCTOR_REBUILDS"))
+PROVIDERS: tuple[str, ...] = tuple(collected("DOCTOR_CHECKS"))
+REPAIRS: tuple[str, ...] = tuple(collected("DOCTOR_REPAIRS"))
+REBUILDS: tuple[str, ...] = tuple(collected("DOCTOR_REBUILDS"))
 
 DB_SIDE_FILES = ("", "-wal", "-shm")
 
@@ -263,7 +264,7 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
         fresh = Store(project.db_path, backups_dir=project.backups_dir)
         try:
             for provider in REBUILDS:
-                parts.append(manifests.resolve(provider)(project, fresh, old_sha))
+                parts.append(resolve(provider)(project, fresh, old_sha))
             with fresh.write() as conn:
                 lockdown.record_baseline(
                     conn, project, actor="user", reason="doctor rebuild", at=clock.now()
@@ -410,7 +411,7 @@ def _remove_quietly(path: str) -> None:
 
 
 def _call(provider: str, project: Any, conn: sqlite3.Connection) -> list[Any]:
-    return list(manifests.resolve(provider)(project, conn))
+    return list(resolve(provider)(project, conn))
 
 
 def _part(provider: str) -> str:

@@ -7,6 +7,10 @@ one write transaction after it has combined all opinions. Two phases keep a part
 consuming or recording anything on its own "allow" when the final answer is "deny". A
 commit that finds the world changed since its decide (a race lost) returns a deny, which
 overrules the answer.
+
+The same module keeps what gates and the dispatcher record between calls: a gate's own
+state (``gate_state``) and the host sessions seen (``host_sessions``). They are here,
+not in modules of their own, because every hook call loads this one anyway.
 """
 
 from __future__ import annotations
@@ -155,3 +159,34 @@ def save_state(conn: sqlite3.Connection, part: str, scope: str | None, text: str
 def clear_state(conn: sqlite3.Connection, part: str, scope: str) -> None:
     """Forget ``part``'s state for ``scope``."""
     conn.execute("DELETE FROM gate_state WHERE part = ? AND scope_key = ?", (part, scope))
+
+
+# --- the host sessions the dispatcher has seen --------------------------------------------
+# Every hook call touches its session's row inside the dispatcher's write transaction, so
+# ``ithaca status`` can tell a host whose hooks stopped running from one that is idle.
+
+
+def host_sessions_not_ended(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """``(host session id, last seen)`` of every session not ended, most recent first."""
+    rows = conn.execute(
+        "SELECT host_session_id, last_seen_at FROM host_sessions WHERE ended_at IS NULL"
+        " ORDER BY last_seen_at DESC, host_session_id"
+    ).fetchall()
+    return [(str(session_id), str(seen)) for session_id, seen in rows]
+
+
+def touch_host_session(
+    conn: sqlite3.Connection, host: str, session_id: str, now: str, *, ended: bool = False
+) -> None:
+    """Record that ``session_id`` of ``host`` called a hook at ``now`` (and ended, if so)."""
+    conn.execute(
+        "INSERT INTO host_sessions (host, host_session_id, first_seen_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT(host, host_session_id) DO UPDATE SET"
+        " last_seen_at = excluded.last_seen_at",
+        (host, session_id, now, now),
+    )
+    if ended:
+        conn.execute(
+            "UPDATE host_sessions SET ended_at = ? WHERE host = ? AND host_session_id = ?",
+            (now, host, session_id),
+        )

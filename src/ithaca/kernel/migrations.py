@@ -7,7 +7,7 @@ migration takes the next number; an entry, once released, never changes.
 
 from __future__ import annotations
 
-from ithaca.kernel import manifests
+from ithaca.parts import collected, resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,13 +22,11 @@ class Migration(namedtuple("Migration", "version name sql_ref")):
     __slots__ = ()
 
     def sql(self) -> str:
-        return str(manifests.resolve(self.sql_ref))
+        return str(resolve(self.sql_ref))
 
 
 MIGRATIONS: tuple[Migration, ...] = tuple(
-    sorted(
-        (Migration(*entry) for entry in manifests.collected("MIGRATIONS")), key=lambda m: m.version
-    )
+    sorted((Migration(*entry) for entry in collected("MIGRATIONS")), key=lambda m: m.version)
 )
 if [m.version for m in MIGRATIONS] != list(range(1, len(MIGRATIONS) + 1)):
     raise RuntimeError("the parts' migrations must number 1, 2, 3, ... with no gap or repeat")

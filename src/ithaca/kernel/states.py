@@ -8,17 +8,17 @@ state nobody can confirm must not pass.
 
 from __future__ import annotations
 
-from ithaca.kernel import manifests
+from ithaca.parts import mapping, resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
-STATES: dict[str, str] = manifests.mapping("STATES")
+STATES: dict[str, str] = mapping("STATES")
 
 KNOWN_STATES = frozenset(STATES)
 
 
 def evaluate(name: str, conn: sqlite3.Connection | None, scope: str | None) -> bool:
     """The predicate's value; raises when it is unknown, unavailable or fails."""
-    return bool(manifests.resolve(STATES[name])(conn, scope))
+    return bool(resolve(STATES[name])(conn, scope))

@@ -32,9 +32,10 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from ithaca import __version__
 from ithaca.app import open_project
-from ithaca.kernel import IthacaError, Store, ToolSpec, collected, resolve
+from ithaca.kernel import IthacaError, Store, ToolSpec
 from ithaca.mcp import caller
 from ithaca.mcp.errors import check_text, error_result
+from ithaca.parts import collected, resolve
 from ithaca.validators import remove_stale_run_folders
 
 INSTRUCTIONS = (

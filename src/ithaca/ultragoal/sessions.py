@@ -10,7 +10,7 @@ a call never lands on a guessed session.
 
 from __future__ import annotations
 
-from ithaca.kernel import host_sessions, ids
+from ithaca.kernel import gates, ids
 from ithaca.kernel.errors import InvalidInput, Refused
 from ithaca.ultragoal.ttl import LIVE_TTL_S, elapsed_s
 
@@ -35,7 +35,7 @@ def check_id(value: object, pointer: str = "/session") -> str:
 def live_sessions(conn: sqlite3.Connection, now: str) -> list[str]:
     """Host sessions seen within 6 h and not ended, most recently seen first."""
     seen: list[str] = []
-    for session_id, last_seen in host_sessions.not_ended(conn):
+    for session_id, last_seen in gates.host_sessions_not_ended(conn):
         if elapsed_s(last_seen, now) <= LIVE_TTL_S and session_id not in seen:
             seen.append(str(session_id))
     return seen

@@ -237,8 +237,10 @@ def _stop_error(ctx: GateContext, exc: Exception) -> Opinion:
 
 
 def _read_as_pursuing(ctx: GateContext) -> bool:
+    if ctx.conn is None:
+        return False
     try:
-        found = ctx.conn.execute(  # type: ignore[union-attr]
+        found = ctx.conn.execute(
             "SELECT phase FROM ultragoal_pursuit WHERE session_id = ?", (ctx.session_id,)
         ).fetchone()
     except Exception:  # noqa: BLE001 - the marker is the fallback when this fails too

@@ -1,1 +1,76 @@
-"""Claude Code: the hook adapter (on the hook path) and the installer."""
+"""Claude Code's hook JSON: what arrives on stdin and what each event may answer.
+
+Claude Code sends ``session_id``, ``cwd``, ``hook_event_name`` and per-event fields
+(``prompt``; ``command_name`` and ``command_args`` when a slash command expands;
+``tool_name`` and ``tool_input``; ``agent_id`` inside subagents). An allow
+is answered with silence so that the user's own permission rules still apply; deny and
+ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop uses
+``{"decision": "block", "reason": …}``.
+
+This package is Claude Code's adapter on the hook path (the dispatcher imports it for every
+call, so it holds the adapter itself rather than naming a module of it); the installer is
+``installer``.
+"""
+
+from __future__ import annotations
+
+from ithaca.hosts import ASK_LEAD, BLOCK_LEAD, LEAD, refusal_text
+from ithaca.kernel import Opinion, lightjson
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+HOST = "claude"
+EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "UserPromptExpansion",
+    "PreToolUse",
+    "PostToolUse",
+    "PreCompact",
+    "Stop",
+    "SubagentStop",
+    "SessionEnd",
+)
+PROMPT_EVENTS = ("UserPromptSubmit", "UserPromptExpansion")
+SESSION_ENV_FILE = "CLAUDE_ENV_FILE"
+
+
+def tool_call(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    return (name if isinstance(name, str) else ""), (
+        tool_input if isinstance(tool_input, dict) else {}
+    )
+
+
+def render(event: str, final: Opinion) -> tuple[str, int]:
+    """The stdout text and exit code for Claude Code."""
+    answer: dict[str, Any] = {}
+    blocked = final.effect in ("deny", "block")
+    if event == "PreToolUse":
+        if blocked or final.effect == "ask":
+            answer["hookSpecificOutput"] = {
+                "hookEventName": event,
+                "permissionDecision": "deny" if blocked else "ask",
+                "permissionDecisionReason": refusal_text(final, LEAD if blocked else ASK_LEAD),
+            }
+        elif final.updated_input is not None:
+            answer["hookSpecificOutput"] = {
+                "hookEventName": event,
+                "permissionDecision": "allow",
+                "updatedInput": final.updated_input,
+            }
+    elif event in PROMPT_EVENTS + ("Stop", "SubagentStop", "PostToolUse") and blocked:
+        answer = {"decision": "block", "reason": refusal_text(final, BLOCK_LEAD)}
+    if (
+        final.context
+        and event in PROMPT_EVENTS + ("SessionStart", "PostToolUse")
+        and not (blocked and event in PROMPT_EVENTS)
+    ):
+        answer.setdefault("hookSpecificOutput", {"hookEventName": event})
+        answer["hookSpecificOutput"]["additionalContext"] = final.context
+    if final.system_message:
+        answer["systemMessage"] = final.system_message
+    return (lightjson.dumps(answer) if answer else ""), 0

@@ -15,9 +15,8 @@ from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca import init_project, open_project
-from ithaca.hosts import dispatch
+from ithaca.hosts import codex, dispatch
 from ithaca.hosts import entry as main
-from ithaca.hosts.codex import adapter as codex
 from ithaca.hosts.codex.installer import hook_command
 from ithaca.kernel.classify import classify_call
 from ithaca.kernel.gates import Opinion
@@ -46,7 +45,7 @@ def denial(body: dict[str, Any]) -> str:
 
 
 def test_codex_is_a_host_of_the_hook_command():
-    assert main.HOSTS["codex"] == "ithaca.hosts.codex.adapter"
+    assert main.HOSTS["codex"] == "ithaca.hosts.codex"
     done = subprocess.run([HOOK, "codex", "SessionEnd"], capture_output=True, text=True)
     assert done.returncode == 2  # Codex has no SessionEnd
     assert "codex" in subprocess.run([HOOK], capture_output=True, text=True).stderr
@@ -263,5 +262,5 @@ def test_a_codex_tool_call_loads_no_slow_standard_module(project_dir, fixture):
         for line in done.stderr.splitlines()
         if line.startswith("import time:") and "imported package" not in line
     }
-    assert "ithaca.hosts.codex.adapter" in imported
+    assert "ithaca.hosts.codex" in imported
     assert imported.isdisjoint({"re", "json", "shlex", "enum", "importlib"}), sorted(imported)
