@@ -12,7 +12,22 @@ It lives in the package because every hook call imports the package anyway.
 
 from __future__ import annotations
 
-from ithaca.kernel import FAILED_CLOSED, Opinion
+from ithaca.kernel import FAILED_CLOSED, Opinion, lazy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ithaca.hosts.install.sandbox import HOME_PROTECTED, PROTECTED
+
+# The face other parts use: the paths every host's sandbox keeps an agent from writing.
+_FACE = {
+    "PROTECTED": "ithaca.hosts.install.sandbox:PROTECTED",
+    "HOME_PROTECTED": "ithaca.hosts.install.sandbox:HOME_PROTECTED",
+}
+__all__ = [
+    "PROTECTED",
+    "HOME_PROTECTED",
+]
+__getattr__ = lazy(__name__, _FACE)
 
 LEAD = "Refused by Ithaca policy"
 ASK_LEAD = "Ithaca policy asks the user to confirm this call"

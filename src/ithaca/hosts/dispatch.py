@@ -98,6 +98,7 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
         )
         if displaced is not None:
             ctx.scratch[DISPLACED] = displaced
+        ctx.classify = lambda: classified(ctx, project)
         if event == "SessionStart":  # the hook's parent is the host (kernel.lineage)
             from ithaca.kernel import lineage
 

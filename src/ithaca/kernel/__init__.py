@@ -164,6 +164,7 @@ _FACE = {
     "ToolSpec": "ithaca.kernel.tools:ToolSpec",
 }
 __all__ = [
+    "lazy",
     "anchor",
     "escape_pointer",
     "AGENT_ENVIRONMENT",

@@ -18,8 +18,10 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
     from typing import Any
 
+    from ithaca.kernel.call import Call
     from ithaca.kernel.markers import Prompt
     from ithaca.kernel.project import Project
 
@@ -66,6 +68,8 @@ class GateContext:
     """Everything a gate may read about the current hook call.
 
     ``scratch`` is where a gate keeps, under its own name, what its commit needs.
+    ``classify`` gives the hook call's tool call as PreToolUse classifies it (the
+    dispatcher sets it, for a gate that reads a PostToolUse call's commands).
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class GateContext:
         self.schema_current = schema_current
         self.now = now
         self.scratch: dict[str, Any] = {}
+        self.classify: Callable[[], Call] | None = None
 
 
 def combine(opinions: list[Opinion]) -> Opinion:

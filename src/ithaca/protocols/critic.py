@@ -108,12 +108,11 @@ def _note_verification(ctx: GateContext) -> None:
     if event_id is None or not state["changed"]:
         return
     patterns = _commands(ctx, state)
-    from ithaca.hosts.dispatch import classified
     from ithaca.protocols.verification import is_verification
 
-    assert ctx.project is not None
-    if not patterns or not is_verification(classified(ctx, ctx.project), patterns):
+    if ctx.classify is None or not patterns or not is_verification(ctx.classify(), patterns):
         return
+    assert ctx.project is not None
     from ithaca.kernel import worktree
 
     state.update(dirty=False, blocks=0, green_tree=worktree.fingerprint(ctx.project.root))

@@ -15,7 +15,7 @@ from typing import Any
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext
 from ithaca.validators import runner, runtimes
-from ithaca.validators.snapshot import SCHEMA
+from ithaca.validators import snapshot as cell_snapshot
 
 TAIL_LINES = 20
 # The Codex Stop hook runs for at most 90 s (``install_codex``): the run must end before.
@@ -37,7 +37,7 @@ def run_verification(ctx: GateContext, command: str) -> tuple[bool, str]:
     settings["timeout_s"] = max(settings["timeout_s"], timeout_s)
     try:
         snapshot: dict[str, Any] = {
-            "schema": SCHEMA,
+            "schema": cell_snapshot.SCHEMA,
             "language": "shell",
             "mode": "probe",
             "entrypoint": "verify.sh",

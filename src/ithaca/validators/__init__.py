@@ -23,7 +23,7 @@ from ithaca.kernel import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ithaca.validators import bindings, runner, snapshot
+    from ithaca.validators import bindings, runner, runtimes, snapshot
     from ithaca.validators.confine import bubblewrap
     from ithaca.validators.notebooks import NotebookService
     from ithaca.validators.runner import remove_stale_run_folders
@@ -35,6 +35,7 @@ _FACE = {
     "bindings": "ithaca.validators.bindings",
     "runner": "ithaca.validators.runner",
     "snapshot": "ithaca.validators.snapshot",
+    "runtimes": "ithaca.validators.runtimes",
 }
 __all__ = [
     "NotebookService",
@@ -43,6 +44,7 @@ __all__ = [
     "bindings",
     "runner",
     "snapshot",
+    "runtimes",
 ]
 __getattr__ = lazy(__name__, _FACE)
 

@@ -31,7 +31,7 @@ import os
 import subprocess
 from typing import Any
 
-from ithaca.hosts.install.sandbox import HOME_PROTECTED, PROTECTED  # the install's list
+from ithaca.hosts import HOME_PROTECTED, PROTECTED  # the install's list
 from ithaca.kernel.errors import Refused
 from ithaca.validators.sandbox import PROBE_TIMEOUT_S, Confinement, system_tool
 
