@@ -6,7 +6,8 @@ state predicates, doctor checks and repairs, MCP tools, CLI commands), and the k
 registries, the hook dispatcher, the MCP server and the CLI read those manifests through
 the functions below. The order is the order in which gates give their opinions,
 doctor runs its checks and tools are listed; migrations keep their own version numbers.
-Adding a part is a package with a manifest and one name here.
+Adding a part is a package with a manifest and one name here (CONTRIBUTING.md has the
+whole list, tests included).
 
 A manifest is plain data: tuples and dicts of strings naming ``"module:attribute"``
 targets, so reading every manifest imports none of the code it names. It sits in the
@@ -43,10 +44,12 @@ _loaded: list[ModuleType] = []
 def all_manifests() -> list[ModuleType]:
     """Every listed part's package, whose manifest it holds, in the parts' order."""
     if not _loaded:
+        found = []
         for part in PARTS:
             name = f"ithaca.{part}"
             __import__(name)  # importlib.import_module, without importing importlib
-            _loaded.append(sys.modules[name])
+            found.append(sys.modules[name])
+        _loaded.extend(found)  # only a complete list is kept
     return _loaded
 
 

@@ -337,3 +337,18 @@ def test_an_error_carries_the_same_object_as_text_and_structured_content(client)
 
     assert result.is_error
     assert json.loads(result.content[0].text) == result.structured_content
+
+
+def test_the_server_opens_a_part_only_when_one_of_its_tools_is_called(
+    connect, project_dir: Path, event: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Opening delivery recovers dead writers' units: an agent's first load_protocols must
+    # not wait for it, nor fail with it.
+    from ithaca.delivery import DeliveryService
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("delivery opened")
+
+    monkeypatch.setattr(DeliveryService, "__init__", refuse)
+    client = connect(project_dir)
+    assert client.ok("load_protocols", {"eventId": event["id"]})["eventId"] == event["id"]

@@ -1,6 +1,6 @@
 """SessionStart: tell the agent when its shell is not sandboxed.
 
-The install profile is the user's choice (``install_sandbox``). In the unsandboxed one,
+The install profile is the user's choice (``hosts.install.sandbox``). In the unsandboxed one,
 the agent's shell commands are checked only by reading their text, and the session
 should start knowing that this is a best-effort guard, not a wall: the breadcrumb says so.
 The profile is read from the host's install manifest; a project installed before profiles

@@ -34,10 +34,15 @@ if TYPE_CHECKING:
         mcp_calls,
         states,
     )
-    from ithaca.kernel.arguments import escape_pointer
     from ithaca.kernel.authority import AGENT_ENVIRONMENT, require_user
     from ithaca.kernel.call import Call
-    from ithaca.kernel.canon import canonical, digest, digest_bytes, digest_excluding
+    from ithaca.kernel.canon import (
+        canonical,
+        digest,
+        digest_bytes,
+        digest_excluding,
+        escape_pointer,
+    )
     from ithaca.kernel.classify import classify_call
     from ithaca.kernel.connection import connect, schema_version, sqlite, write_transaction
     from ithaca.kernel.errors import (
@@ -104,7 +109,7 @@ def lazy(package: str, face: dict[str, str]) -> Callable[[str], Any]:
 
 _FACE = {
     "anchor": "ithaca.kernel.anchor",
-    "escape_pointer": "ithaca.kernel.arguments:escape_pointer",
+    "escape_pointer": "ithaca.kernel.canon:escape_pointer",
     "AGENT_ENVIRONMENT": "ithaca.kernel.authority:AGENT_ENVIRONMENT",
     "require_user": "ithaca.kernel.authority:require_user",
     "Call": "ithaca.kernel.call:Call",

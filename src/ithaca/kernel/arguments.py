@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ithaca.kernel.canon import escape_pointer
 from ithaca.kernel.errors import invalid_field
 
 # The JSON Schema types Ithaca's tool schemas use, and the Python values that satisfy them.
@@ -38,8 +39,3 @@ def check_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
     for name in schema.get("required", ()):
         if name not in arguments:
             raise invalid_field("/" + escape_pointer(name), "REQUIRED", f"{name} is required")
-
-
-def escape_pointer(key: str) -> str:
-    """``key`` as one JSON Pointer reference token (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")

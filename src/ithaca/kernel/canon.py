@@ -120,7 +120,7 @@ def _encode(value: Any, out: list[str]) -> None:
             try:
                 _encode(value[key], out)
             except _Unencodable as exc:
-                exc.path.append(_escape_pointer(key))
+                exc.path.append(escape_pointer(key))
                 raise
         out.append("}")
     elif isinstance(value, list | tuple):
@@ -147,7 +147,7 @@ def _surrogate_pointer(value: Any, pointer: str) -> str | None:
             return pointer
         return None
     if isinstance(value, dict):
-        items = [(f"{pointer}/{_escape_pointer(k)}", k, v) for k, v in value.items()]
+        items = [(f"{pointer}/{escape_pointer(k)}", k, v) for k, v in value.items()]
         for child, key, item in items:
             found = _surrogate_pointer(key, child) or _surrogate_pointer(item, child)
             if found is not None:
@@ -164,7 +164,8 @@ def _utf16_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _escape_pointer(key: str) -> str:
+def escape_pointer(key: str) -> str:
+    """``key`` as one JSON Pointer reference token (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
 
 

@@ -58,12 +58,11 @@ def build_server(project_path: str) -> MCPServer:
         finally:
             project.close()
 
-    tools = [
-        _tool(
-            spec, store=project.store, handler=getattr(getattr(project, spec.service), spec.method)
-        )
-        for spec in tool_specs()
-    ]
+    def handler(spec: ToolSpec) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The spec's service method, found at call time: a service opens on first use."""
+        return lambda arguments: getattr(getattr(project, spec.service), spec.method)(arguments)
+
+    tools = [_tool(spec, store=project.store, handler=handler(spec)) for spec in tool_specs()]
     return MCPServer(
         project.config["protocols"]["mcp_server_name"],
         instructions=INSTRUCTIONS,

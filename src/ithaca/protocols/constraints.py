@@ -18,14 +18,15 @@ than an extra prompt:
 - A glob target such as ``src/*.key`` fires when some path starting with its literal
   part could match the pattern.
 - A state predicate that raises, or returns anything but a bool, is unmet.
+
+The glob and shell-word helpers are imported where a pattern is matched: a prompt's hook,
+which checks records but matches no call, loads neither.
 """
 
 from __future__ import annotations
 
 from ithaca.kernel.call import Call, SimpleCommand
 from ithaca.kernel.errors import InvalidInput
-from ithaca.kernel.globmatch import fnmatchcase
-from ithaca.kernel.shellwords import split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ def parse_command_pattern(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...
 
     Raises ``INVALID_CONSTRAINT`` when the pattern has unbalanced quotes or no tokens.
     """
+    from ithaca.kernel.shellwords import split
+
     try:
         tokens = split(pattern)
     except ValueError as exc:
@@ -121,6 +124,8 @@ def command_pattern_matches(pattern: str, argv: Sequence[str]) -> bool:
     positions: ``git -C repo push`` has the non-option tokens ``git repo push``, so
     ``git * push`` matches it and ``git push`` does not.
     """
+    from ithaca.kernel.globmatch import fnmatchcase
+
     if not argv:
         return False
     positional, options = parse_command_pattern(pattern)
@@ -170,6 +175,8 @@ def _step(items: Sequence[str], states: set[int], piece: str, wildcard: str) -> 
     Used twice: over path segments (``items`` are pattern segments, the wildcard is
     ``**``) and over characters (``items`` are one segment's matchers, the wildcard ``*``).
     """
+    from ithaca.kernel.globmatch import fnmatchcase
+
     moved = set()
     for i in states:
         if i == len(items):
@@ -250,6 +257,8 @@ def path_pattern_matches(pattern: str, target: str) -> bool:
 
 def tool_pattern_matches(pattern: str, tool_name: str) -> bool:
     """Whether a raw tool name matches a tool glob (``fnmatchcase``, case-sensitive)."""
+    from ithaca.kernel.globmatch import fnmatchcase
+
     return fnmatchcase(tool_name, pattern)
 
 

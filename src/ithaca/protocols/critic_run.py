@@ -18,7 +18,7 @@ from ithaca.validators import runner, runtimes
 from ithaca.validators import snapshot as cell_snapshot
 
 TAIL_LINES = 20
-# The Codex Stop hook runs for at most 90 s (``install_codex``): the run must end before.
+# The Codex Stop hook runs for at most 90 s (``hosts.codex.installer``): the run must end before.
 MAX_RUN_S = 75
 TAIL_CHARS = 1500
 SCRIPT = """\

@@ -19,7 +19,6 @@ from __future__ import annotations
 from ithaca.kernel import canon
 from ithaca.kernel.call import TOOL_CLASSES
 from ithaca.kernel.errors import InvalidInput, Refused
-from ithaca.kernel.shellwords import split
 from ithaca.protocols.constraints import TURN_KINDS
 from ithaca.protocols.seeds import BUILTIN_WORKFLOWS
 
@@ -450,6 +449,8 @@ def _check_patterns(key: str, value: object, pointer: str) -> list[str]:
 
 
 def _check_command_pattern(pattern: str, pointer: str) -> None:
+    from ithaca.kernel.shellwords import split
+
     try:
         tokens = split(pattern)
     except ValueError as exc:

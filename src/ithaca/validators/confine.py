@@ -4,7 +4,7 @@ wiring out of sight, and only its own run folder writable.
 A validator is code the agent wrote, run by Ithaca itself outside every hook, so nothing
 the hooks guard may be within its reach: not the repository (a probe reads it, never
 writes it), not ``.ithaca/`` or the state database, not ``~/.ithaca``, not the files that
-wire Ithaca into a host (the install profile's list, ``install_sandbox``). bubblewrap
+wire Ithaca into a host (the install profile's list, ``hosts.install.sandbox``). bubblewrap
 gives it a mount namespace: the whole filesystem bound read-only, each protected folder
 covered by an empty read-only tmpfs and each protected file by ``/dev/null`` (which a
 bind mount makes unopenable), the run folder bound writable, a private ``/dev``, and a

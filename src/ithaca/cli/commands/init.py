@@ -6,10 +6,6 @@ import click
 
 from ithaca.cli.output import emit_json, errors_to_exit, json_option
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
-
 
 @click.command("init")
 @json_option

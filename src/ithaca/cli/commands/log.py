@@ -9,10 +9,6 @@ import click
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, json_option, show
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
-
 
 @click.command("log")
 @click.option("--kind", help="Event kind, or a prefix ending in '.' or '*' (protocols.*).")

@@ -11,10 +11,6 @@ from ithaca.cli.opening import opened
 from ithaca.cli.output import console, json_option, show
 from ithaca.kernel import IthacaError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
-
 
 @click.command("status")
 @json_option

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel.errors import NotFound
+from ithaca.kernel.errors import Corrupt, NotFound
 from ithaca.ulysses import load_session
 
 TYPE_CHECKING = False
@@ -24,6 +24,12 @@ def read_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | 
         state = load_session(conn, session_id)
     except NotFound:
         return None
+    except Corrupt as exc:
+        raise Corrupt(
+            "STATE_UNREADABLE",
+            f"Ulysses session {session_id} is not readable JSON; run `ithaca doctor`",
+            {"session_id": session_id},
+        ) from exc
     steps = list(state.get("steps") or [])
     if state.get("active_step"):
         steps.append({**state["active_step"], "result": "open"})

@@ -3,7 +3,7 @@
 The order is fixed so that an agent asking "what am I working on?" without naming
 anything gets the same answer every time: a named task (its change must agree, else
 ``SCOPE_MISMATCH``), a named change, the task of the acting execution session (which
-``context_execution.acting`` finds; only the ``context`` tool passes it, so envelopes
+``context.execution.acting`` finds; only the ``context`` tool passes it, so envelopes
 stored as snapshots never depend on the process asking), the latest change by status
 (active, then blocked, then ready) with its latest task by status (in progress, then
 blocked, then pending), the baseline when one exists, else the bare project. "Latest"

@@ -1,6 +1,6 @@
 """Ledger records back into rows: the write half of an import (§8.2).
 
-``ledger_projection`` makes a body from rows; this module is its inverse for the records
+``ledger.projection`` makes a body from rows; this module is its inverse for the records
 a merge takes from theirs, and keeps every local-only field as it is (``completion_commit``,
 circuits, removal reasons, creation times). ``ithaca.delivery.ledger.intake`` first
 checks the taken records on a read snapshot; ``apply_taken`` then writes all rows inside

@@ -8,7 +8,7 @@ published status), sessions, leases, pids, host session ids, worktrees, packets,
 circuits, ``completion_commit``, telemetry and idempotency rows. No record cap.
 
 A record's ``body`` is built from the row alone, so the same rows give the same digest
-in every checkout; ``ledger_apply`` turns a body back into rows.
+in every checkout; ``ledger.apply`` turns a body back into rows.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A session is the unit of execution: one task, one lease renewed by heartbeats, one Git
 worktree, one immutable Worker Packet. This module is the tool's surface — its MCP
 description and schema, the parsing of a request, and ``session``, the one entry the
-MCP server, the CLI and Python share; the work is done in ``sessions_admission``,
-``sessions_acquire``, ``sessions_close`` and ``leases``.
+MCP server, the CLI and Python share; the work is done in ``sessions.admission``,
+``sessions.acquire``, ``sessions.close`` and ``leases``.
 
 ``acquire`` and ``close`` change state and need an ``idempotency_key``; ``heartbeat``
 is exempt (it only moves a lease forward, so repeating it is harmless) and ``admission``

@@ -24,8 +24,8 @@ uninstall puts back exactly what was there, and only while the value is still It
 
 Everything is read and checked before anything is written, so a refusal (malformed
 JSON, a server name taken by another program, an unsafe path) changes nothing; the
-writes themselves are staged, preflighted and swapped in together (``install_staged``),
-and the manifest records their provenance (``install_manifest``).
+writes themselves are staged, preflighted and swapped in together (``hosts.install.staged``),
+and the manifest records their provenance (``hosts.install.manifest``).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ CLAUDE_EVENTS: tuple[HostEvent, ...] = (
 
 
 def hook_command(event: str) -> str:
-    """The shell command Claude Code runs for ``event`` (see ``install_hooks``)."""
+    """The shell command Claude Code runs for ``event`` (see ``hosts.install.hooks``)."""
     return host_hook_command(event, HOST)
 
 

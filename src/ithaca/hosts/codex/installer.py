@@ -2,7 +2,7 @@
 
 Codex reads a project's MCP servers from ``.codex/config.toml`` and its hooks from
 ``.codex/hooks.json``. The hooks file has Claude Code's layout, so it is merged as Claude
-Code's is (``install_hooks``). The TOML files are the user's and are changed only by checked
+Code's is (``hosts.install.hooks``). The TOML files are the user's and are changed only by checked
 text additions (``checked_toml``): Ithaca's server and permission profile in the project's
 config (``project_config``), the trust Codex needs to run the hooks in the user's own
 (``user_config``). Uninstall takes back each addition that is still there as written.
@@ -11,7 +11,7 @@ Ownership is decided by the manifest ``<state root>/.runtime/installs/codex.json
 for Claude Code, which also lists the surfaces Codex offers less of than Claude Code
 (``DEGRADED``), and the provenance ``ithaca install --doctor`` checks. Everything is read
 and checked before anything is written; the writes are staged, preflighted and swapped in
-together (``install_staged``).
+together (``hosts.install.staged``).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ BUNDLED: tuple[Bundled, ...] = (
 
 
 def hook_command(event: str) -> str:
-    """The shell command Codex runs for ``event`` (see ``install_hooks``)."""
+    """The shell command Codex runs for ``event`` (see ``hosts.install.hooks``)."""
     return host_hook_command(event, HOST)
 
 

@@ -1,7 +1,7 @@
 """The trust Ithaca's install records in the user's own Codex config, and takes back.
 
 Codex runs a project's hooks only once ``$CODEX_HOME/config.toml`` trusts the project and
-each hook's hash (``codex_trust``). The install, run by the user in a terminal, records
+each hook's hash (``hosts.codex.trust``). The install, run by the user in a terminal, records
 that trust there by checked text additions that the manifest lists and uninstall takes
 back, and prints what it wrote.
 """

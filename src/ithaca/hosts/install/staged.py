@@ -5,7 +5,7 @@ server entry does not, a manifest listing entries a failed write never placed, a
 settings file rewritten while the next one could not be. So an install or uninstall first
 stages every file it would write or remove in a private staging folder (in the system's
 temporary folder, so a refused change leaves no trace) and touches nothing in the
-project. A preflight reads the staged files back and checks them (``install_preflight``);
+project. A preflight reads the staged files back and checks them (``hosts.install.preflight``);
 a problem refuses the change with the project untouched.
 
 Then the files are swapped in order, each by one atomic replace that keeps the file's

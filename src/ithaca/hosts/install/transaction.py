@@ -3,7 +3,7 @@
 Every host takes the same steps around its own merging: read the manifest an earlier
 install left, stage the host's files, stage the manifest last (a crash before it leaves
 the earlier manifest, which still lists every entry a later install replaces), then
-preflight and swap everything in together (``install_staged``). An install's preflight
+preflight and swap everything in together (``hosts.install.staged``). An install's preflight
 checks the staged files against the provenance it records and runs its hook; an
 uninstall's checks that what it leaves still parses.
 """
