@@ -44,11 +44,7 @@ _loaded: list[ModuleType] = []
 def all_manifests() -> list[ModuleType]:
     """Every listed part's package, whose manifest it holds, in the parts' order."""
     if not _loaded:
-        found = []
-        for part in PARTS:
-            name = f"ithaca.{part}"
-            __import__(name)  # importlib.import_module, without importing importlib
-            found.append(sys.modules[name])
+        found = [resolve(f"ithaca.{part}") for part in PARTS]
         _loaded.extend(found)  # only a complete list is kept
     return _loaded
 
@@ -71,7 +67,9 @@ def mapping(attribute: str) -> dict[str, Any]:
 
 
 def resolve(target: str) -> Any:
-    """The object a ``"module:attribute"`` target names, importing its module."""
+    """The object a ``"module:attribute"`` target names, or the module a bare ``"module"``
+    names, importing the module."""
     module, _, attribute = target.partition(":")
-    __import__(module)
-    return getattr(sys.modules[module], attribute)
+    __import__(module)  # importlib.import_module, without importing importlib
+    found = sys.modules[module]
+    return getattr(found, attribute) if attribute else found

@@ -518,6 +518,7 @@ def test_the_compaction_snapshot_names_the_acting_session(project_dir, project, 
                 "ithaca.delivery.sessions.places",
                 "ithaca.delivery.breadcrumb",
                 "ithaca.delivery.sessions.leases",
+                "ithaca.parts",  # the kernel's face resolves its names through it
             ),
         ),
         # The package's face loads only the kernel package with it.

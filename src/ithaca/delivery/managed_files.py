@@ -64,10 +64,8 @@ def managed_reason(relpath: str, shown: str) -> str | None:
 
 
 def judge(call: Call, ctx: GateContext) -> Opinion:
-    """Deny a call that would change a managed file, naming each file's tool; abstain
-    when it changes none."""
-    if call.tool_class not in ("edit", "shell"):
-        return ABSTAIN
+    """Deny an edit or shell call that would change a managed file, naming each file's
+    tool; abstain when it changes none (the gate asks only for those two classes)."""
     targets = list(call.write_targets)
     if call.tool_class == "shell":
         targets.extend(_named_paths(call, ctx))

@@ -17,7 +17,6 @@ abstains. Hook processes import only the standard library and Ithaca's light mod
 from __future__ import annotations
 
 import os
-import sys
 
 from ithaca.kernel import (
     DISPLACED,
@@ -41,6 +40,7 @@ from ithaca.kernel import (
     touch_host_session,
     write_transaction,
 )
+from ithaca.parts import collected, resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -121,12 +121,8 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
 def _adapter(host: str) -> HostAdapter:
     from ithaca.hosts.entry import HOSTS  # the one table of host adapters
 
-    return _module(HOSTS[host])
-
-
-def _module(name: str) -> ModuleType:
-    __import__(name)  # importlib.import_module, without importing importlib
-    return sys.modules[name]
+    adapter: HostAdapter = resolve(HOSTS[host])
+    return adapter
 
 
 def _config(project: Project) -> tuple[dict[str, Any], IthacaError | None]:
@@ -197,9 +193,7 @@ def _parse_prompt(ctx: GateContext) -> None:
 def _gates(event: str) -> list[tuple[str, ModuleType]]:
     """The gates the parts' manifests register for ``event``, in the parts' order; a
     module is imported only for the events it handles."""
-    from ithaca.parts import collected
-
-    return [(name, _module(name)) for name, events in collected("GATES") if event in events]
+    return [(name, resolve(name)) for name, events in collected("GATES") if event in events]
 
 
 def _decide(ctx: GateContext, call: Call | None, config_error: IthacaError | None) -> Opinion:

@@ -97,10 +97,9 @@ def lazy(package: str, face: dict[str, str]) -> Callable[[str], Any]:
         target = face.get(name)
         if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, _, attribute = target.partition(":")
-        __import__(module)  # importlib.import_module, without importing importlib
-        found = sys.modules[module]
-        value = getattr(found, attribute) if attribute else found
+        from ithaca.parts import resolve
+
+        value = resolve(target)
         setattr(sys.modules[package], name, value)
         return value
 

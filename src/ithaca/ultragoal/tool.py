@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel.tools import ToolSpec
+from ithaca.kernel.tools import SESSION_PROPERTY, ToolSpec
 from ithaca.ultragoal.inputs import AGENT_OPERATIONS
 
 ULTRAGOAL_TITLE = "Ultragoal objective pursuit"
@@ -56,10 +56,7 @@ ULTRAGOAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "operation": {"type": "string", "enum": list(AGENT_OPERATIONS)},
-        "session": {
-            "type": "string",
-            "description": "The host session id; Ithaca fills it in, so leave it out.",
-        },
+        "session": SESSION_PROPERTY,
         "phase": {"type": "string", "enum": ["planning", "pursuing"], "description": "(set)"},
         "outcome": {**_TEXT, "description": "What done looks like (set, planning)."},
         "verification_surface": {**_TEXT, "description": "What a machine checks (set)."},
