@@ -180,7 +180,7 @@ def _report(
     baseline: dict[str, Any],
     loaded: dict[str, Any],
 ) -> None:
-    from ithaca.kernel import journal
+    from ithaca.kernel import journal_check
 
     expected = workers * per_worker
     after = _counts(project_dir)
@@ -188,7 +188,7 @@ def _report(
     try:
         stored = {row[0] for row in conn.execute("SELECT id FROM protocol_events")}
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        chain = journal.verify(conn)
+        chain = journal_check.verify(conn)
     finally:
         conn.close()
     missing = [event_id for event_id in loaded["admitted"] if event_id not in stored]

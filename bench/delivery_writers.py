@@ -97,7 +97,7 @@ def _worker(project_dir: str, name: str, count: int, start: Any, results: Any) -
 
 
 def _report(project_dir: Path, expected: int, reports: list[dict[str, Any]], seconds: float) -> int:
-    from ithaca.kernel import journal
+    from ithaca.kernel import journal_check
     from ithaca.kernel.connection import connect
 
     conn = connect(project_dir / ".ithaca" / ".runtime" / "state.db")
@@ -110,7 +110,7 @@ def _report(project_dir: Path, expected: int, reports: list[dict[str, Any]], sec
         )
         keys = conn.execute("SELECT count(*) FROM delivery_idempotency").fetchone()[0]
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        chain = journal.verify(conn)
+        chain = journal_check.verify(conn)
     finally:
         conn.close()
     errors: Counter[str] = Counter()

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 import ithaca
-from ithaca import open_project
+from ithaca import collected, open_project
+from ithaca.hosts import HOSTS
 from ithaca.hosts.claude.installer import hook_command
-from ithaca.hosts.entry import HOSTS
-from ithaca.parts import collected
 
 HEAVY = (
     "pydantic",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ithaca.app import init_project
-from ithaca.kernel import anchor, doctor, journal
+from ithaca.kernel import anchor, doctor, journal, journal_check
 from ithaca.kernel.errors import Corrupt
 from ithaca.kernel.store import Store
 
@@ -42,7 +42,7 @@ def test_every_commit_leaves_the_journal_head_as_the_anchor(project):
 
 def test_a_deleted_tail_is_reported_although_the_chain_still_verifies(project):
     raw(project).execute("DELETE FROM journal WHERE seq > (SELECT max(seq) - 2 FROM journal)")
-    assert journal.verify(project.store.connection()) == []
+    assert journal_check.verify(project.store.connection()) == []
     report = doctor.check(project.project, project.store)
     assert not report["ok"] and "JOURNAL_TAIL_MISSING" in codes(report)
 

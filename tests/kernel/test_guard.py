@@ -102,7 +102,7 @@ def test_git_clean_of_ignored_files_is_denied_but_a_plain_clean_is_not(project_d
         "ithaca --project . install claude",
         "echo '{}' | ithaca hook claude UserPromptSubmit",
         "ithaca-hook claude UserPromptSubmit < payload.json",
-        "python -S -c 'from ithaca.hosts.entry import main; main()' claude PreToolUse",
+        "python -S -c 'from ithaca.hosts.dispatch import main; main()' claude PreToolUse",
     ],
 )
 def test_an_agent_cannot_speak_for_the_host_or_unwire_ithaca(project_dir, ctx, command):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ithaca.kernel import journal
+from ithaca.kernel import journal, journal_check
 from ithaca.kernel.errors import InvalidInput
 from ithaca.kernel.store import Store
 
@@ -31,7 +31,7 @@ def test_events_chain_from_the_previous_hash(conn):
         (first, second),
     ).fetchall()
     assert rows[1][1] == rows[0][2]
-    assert journal.verify(conn) == []
+    assert journal_check.verify(conn) == []
 
 
 def test_first_event_starts_from_the_genesis_hash(tmp_path):
@@ -46,7 +46,7 @@ def test_an_edited_payload_is_reported_by_its_seq(conn):
     target = _append(conn, payload={"value": 1})
     _append(conn)
     conn.execute("UPDATE journal SET payload = ? WHERE seq = ?", ('{"value":2}', target))
-    problems = journal.verify(conn)
+    problems = journal_check.verify(conn)
     assert [(p.seq, p.problem) for p in problems] == [(target, "HASH_MISMATCH")]
 
 
@@ -55,7 +55,7 @@ def test_a_deleted_row_is_reported_as_a_gap(conn):
     target = _append(conn)
     last = _append(conn)
     conn.execute("DELETE FROM journal WHERE seq = ?", (target,))
-    problems = {(p.seq, p.problem) for p in journal.verify(conn)}
+    problems = {(p.seq, p.problem) for p in journal_check.verify(conn)}
     assert (last, "SEQ_GAP") in problems
     assert (last, "PREV_HASH_MISMATCH") in problems
 

@@ -14,7 +14,8 @@ import click
 import pytest
 
 import ithaca
-from ithaca import parts as manifests
+import ithaca as manifests
+from ithaca import PARTS
 from ithaca.app import open_project
 
 # mypy holds these gate modules to the typed contract; the tests below hold every gate
@@ -25,7 +26,6 @@ from ithaca.kernel import guard
 from ithaca.kernel.gate_contract import CommittingGate, Gate
 from ithaca.kernel.migrations import MIGRATIONS
 from ithaca.kernel.tools import ToolSpec
-from ithaca.parts import PARTS
 from ithaca.protocols import critic
 from ithaca.protocols import gate as protocols_gate
 from ithaca.ultragoal import gate as ultragoal_gate

@@ -7,10 +7,9 @@ import threading
 
 import pytest
 
-from ithaca.kernel import journal
-from ithaca.kernel.connection import connect
+from ithaca.kernel import journal, journal_check
+from ithaca.kernel.connection import LATEST_VERSION, connect
 from ithaca.kernel.errors import Refused
-from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.store import Store, split_statements
 
 
@@ -71,7 +70,7 @@ def test_concurrent_writers_from_threads_all_commit(store):
     for thread in threads:
         thread.join()
     assert len(journal.query(store.connection(), kind="kernel.test")) == 100
-    assert journal.verify(store.connection()) == []
+    assert journal_check.verify(store.connection()) == []
 
 
 def test_migrating_an_existing_database_takes_a_backup_first(tmp_path):

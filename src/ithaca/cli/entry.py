@@ -13,7 +13,7 @@ import importlib
 
 import click
 
-from ithaca.parts import mapping
+from ithaca import mapping
 
 # Command name -> "module:attribute", in the order help lists them: each part's commands
 # from its manifest, then the adapters' own.

@@ -47,7 +47,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What Delivery brings: its tables, its gate, its doctor, its tools and commands.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 MIGRATIONS = (
     (6, "delivery.initial", "ithaca.delivery.tables:DELIVERY_V1"),

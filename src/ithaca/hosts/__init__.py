@@ -26,8 +26,12 @@ _FACE = {
 __all__ = [
     "PROTECTED",
     "HOME_PROTECTED",
+    "HOSTS",
 ]
 __getattr__ = lazy(__name__, _FACE)
+
+# The one table of host adapters: each host's package is its hook adapter.
+HOSTS = {"claude": "ithaca.hosts.claude", "codex": "ithaca.hosts.codex"}
 
 LEAD = "Refused by Ithaca policy"
 ASK_LEAD = "Ithaca policy asks the user to confirm this call"
@@ -49,7 +53,7 @@ def refusal_text(final: Opinion, lead: str = LEAD) -> str:
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What the host adapters bring: the effect check, the profile notice, install and hook.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 GATES = (
     ("ithaca.hosts.effects", ("PreToolUse", "PostToolUse")),

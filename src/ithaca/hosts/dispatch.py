@@ -1,4 +1,5 @@
-"""The hook dispatcher: one host event in, one host answer out.
+"""The hook dispatcher: one host event in, one host answer out, and ``ithaca-hook <host>
+<event>``, the process a host starts for each hook call (``main``, ``serve``).
 
 It owns the parts every gate shares — finding the project, loading configuration,
 opening the store without migrating, classifying the call once, parsing prompt markers
@@ -17,7 +18,10 @@ abstains. Hook processes import only the standard library and Ithaca's light mod
 from __future__ import annotations
 
 import os
+import sys
 
+from ithaca import collected, resolve
+from ithaca.hosts import HOSTS
 from ithaca.kernel import (
     DISPLACED,
     FAILED_CLOSED,
@@ -40,7 +44,6 @@ from ithaca.kernel import (
     touch_host_session,
     write_transaction,
 )
-from ithaca.parts import collected, resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,9 +52,10 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     class HostAdapter(Protocol):
-        """What a host's adapter module (``entry.HOSTS``) offers the dispatcher."""
+        """What a host's adapter module (``ithaca.hosts.HOSTS``) offers the dispatcher."""
 
         HOST: str
+        EVENTS: tuple[str, ...]
 
         def tool_call(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
 
@@ -61,6 +65,43 @@ if TYPE_CHECKING:
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
 # The project folder Claude Code gives its hooks: the install's root, whatever the cwd.
 PROJECT_DIR_VARIABLE = "CLAUDE_PROJECT_DIR"
+USAGE = f"usage: ithaca-hook <host> <event>   (hosts: {', '.join(HOSTS)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ithaca-hook <host> <event>``: reads the host's JSON on stdin, prints its answer."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in HOSTS:
+        print(USAGE, file=sys.stderr)
+        return 2
+    host, event = args
+    adapter = _adapter(host)
+    if event not in adapter.EVENTS:
+        print(f"ithaca-hook: unknown {host} event {event!r}", file=sys.stderr)
+        return 2
+    stdin_text = sys.stdin.read()
+    if event == "SessionStart":
+        _export_session(stdin_text, getattr(adapter, "SESSION_ENV_FILE", None))
+    out, code = run(host, event, stdin_text)
+    if code == 2:
+        print(out, file=sys.stderr)
+    elif out:
+        print(out)
+    return code
+
+
+def serve() -> None:
+    """``main`` in a process that lives for exactly one hook call (``scripts/ithaca-hook``,
+    which has switched the garbage collector off before importing this module).
+
+    Once the answer is flushed the process ends at once, skipping the interpreter's
+    module-by-module tear-down (the store connection is already closed): milliseconds of
+    every tool call on a slow machine.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
@@ -119,8 +160,6 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
 
 
 def _adapter(host: str) -> HostAdapter:
-    from ithaca.hosts.entry import HOSTS  # the one table of host adapters
-
     adapter: HostAdapter = resolve(HOSTS[host])
     return adapter
 
@@ -279,3 +318,16 @@ def write_session_env(session_id: str | None, env_file: str | None) -> None:
         return
     with open(env_file, "a", encoding="utf-8") as handle:
         handle.write(f"export ITHACA_SESSION_ID={session_id}\n")
+
+
+def _export_session(stdin_text: str, env_var: str | None) -> None:
+    try:
+        payload = lightjson.loads(stdin_text)
+    except ValueError:
+        return
+    session_id = payload.get("session_id") if isinstance(payload, dict) else None
+    if ids.is_session_id(session_id) and env_var:
+        try:
+            write_session_env(session_id, os.environ.get(env_var))
+        except OSError:
+            return

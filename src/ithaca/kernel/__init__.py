@@ -5,7 +5,7 @@ and the shell guard.
 Every part and adapter builds on these modules. The face below names what the adapters
 use; it loads each name on first use (PEP 562), so a hook pays only for what it touches.
 The kernel names no part above it: it reads what each brings from their manifests
-(``ithaca.parts``).
+(``ithaca.PARTS``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,13 @@ if TYPE_CHECKING:
         escape_pointer,
     )
     from ithaca.kernel.classify import classify_call
-    from ithaca.kernel.connection import connect, schema_version, sqlite, write_transaction
+    from ithaca.kernel.connection import (
+        LATEST_VERSION,
+        connect,
+        schema_version,
+        sqlite,
+        write_transaction,
+    )
     from ithaca.kernel.errors import (
         Conflict,
         Corrupt,
@@ -66,7 +72,6 @@ if TYPE_CHECKING:
         touch_host_session,
     )
     from ithaca.kernel.ids import is_session_id
-    from ithaca.kernel.migrations import LATEST_VERSION
     from ithaca.kernel.project import (
         IGNORE_LINE,
         RUNTIME_DIR_NAME,
@@ -97,7 +102,7 @@ def lazy(package: str, face: dict[str, str]) -> Callable[[str], Any]:
         target = face.get(name)
         if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        from ithaca.parts import resolve
+        from ithaca import resolve
 
         value = resolve(target)
         setattr(sys.modules[package], name, value)
@@ -154,7 +159,7 @@ _FACE = {
     "lockdown": "ithaca.kernel.lockdown",
     "markers": "ithaca.kernel.markers",
     "mcp_calls": "ithaca.kernel.mcp_calls",
-    "LATEST_VERSION": "ithaca.kernel.migrations:LATEST_VERSION",
+    "LATEST_VERSION": "ithaca.kernel.connection:LATEST_VERSION",
     "IGNORE_LINE": "ithaca.kernel.project:IGNORE_LINE",
     "Project": "ithaca.kernel.project:Project",
     "RUNTIME_DIR_NAME": "ithaca.kernel.project:RUNTIME_DIR_NAME",
@@ -234,7 +239,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What the kernel brings: its own tables, the shell guard and the project commands.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 MIGRATIONS = (
     (1, "kernel.initial", "ithaca.kernel.tables:KERNEL_V1"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 
+from ithaca import collected
 from ithaca.kernel import anchor
 from ithaca.kernel.errors import Conflict, Corrupt
 
@@ -147,6 +148,12 @@ class write_transaction:  # noqa: N801 - used like the context manager function 
         else:
             self.conn.execute("ROLLBACK")
             anchor.rolled_back(self.conn)
+
+
+# The schema version this code opens: the highest migration any part declares. The hook
+# compares it with the database's and needs no more of the registry, which
+# ``kernel.migrations`` builds in order (and checks) for the store that migrates.
+LATEST_VERSION: int = max(version for version, _name, _sql in collected("MIGRATIONS"))
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

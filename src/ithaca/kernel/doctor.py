@@ -22,13 +22,13 @@ import shutil
 import sqlite3
 from typing import Any
 
-from ithaca.kernel import anchor, clock, journal, lockdown
+from ithaca import collected, resolve
+from ithaca.kernel import anchor, clock, journal, journal_check, lockdown
+from ithaca.kernel.connection import LATEST_VERSION
 from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
 from ithaca.kernel.files import write_atomic
-from ithaca.kernel.migrations import LATEST_VERSION
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
-from ithaca.parts import collected, resolve
 
 # What each part plugs in, from its manifest ("module:function" targets, in part order):
 # checks take (project, conn) and return findings; repairs take (project, conn) and return
@@ -113,7 +113,7 @@ def _journal_findings(
             subject=str(problem.seq),
             seq=problem.seq,
         )
-        for problem in journal.verify(conn, after=verified)
+        for problem in journal_check.verify(conn, after=verified)
     ]
     head = journal.head(conn)
     if anchored is not None and journal.hash_at(conn, anchored[0]) != anchored[1]:
@@ -312,7 +312,7 @@ def _verify(conn: sqlite3.Connection, manifest: dict[str, Any]) -> str | None:
     for key, value in described.items():
         if manifest.get(key) != value:
             return f"has {key} {value!r}, its manifest {manifest.get(key)!r}"
-    if journal.verify(conn):
+    if journal_check.verify(conn):
         return "has a broken journal chain"
     return None
 

@@ -4,6 +4,8 @@ Every state transition appends one event in the same transaction as the change, 
 journal explains every state and an edit made behind Ithaca's back breaks the chain:
 ``hash = sha256(prev_hash + canonical(event))`` where the event is
 ``{seq, at, actor, kind, subject, payload}`` and the genesis ``prev_hash`` is 64 zeros.
+Checking the whole chain is ``kernel.journal_check`` (``ithaca doctor``), which hooks,
+appending on every call, never load.
 """
 
 from __future__ import annotations
@@ -14,13 +16,11 @@ from ithaca.kernel.errors import InvalidInput
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
-    from collections import namedtuple
     from typing import Any
-else:
-    from ithaca.kernel.tuples import namedtuple
 
 GENESIS = "0" * 64
 ACTORS = ("agent", "hook", "user", "system")
+EVENT_FIELDS = ("seq", "at", "actor", "kind", "subject", "payload")
 
 
 def append(
@@ -68,49 +68,10 @@ def chain_hash(prev_hash: str, event: dict[str, Any]) -> str:
     return canon.sha256(prev_hash.encode("ascii") + canon.canonical(event)).hexdigest()
 
 
-class ChainProblem(namedtuple("ChainProblem", "seq problem")):
-    """A journal row that does not fit the chain; ``problem`` is HASH_MISMATCH,
-    PREV_HASH_MISMATCH, SEQ_GAP or PAYLOAD_UNREADABLE."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "problem": self.problem}
-
-
-def verify(conn: sqlite3.Connection, after: tuple[int, str] | None = None) -> list[ChainProblem]:
-    """Recompute the chain, from the start or from the verified row ``after`` (seq, hash);
-    every row that does not fit is reported by ``seq``."""
-    problems: list[ChainProblem] = []
-    expected_seq, expected_prev = (after[0] + 1, after[1]) if after else (1, GENESIS)
-    rows = conn.execute(
-        "SELECT seq, at, actor, kind, subject, payload, prev_hash, hash FROM journal"
-        " WHERE seq >= ? ORDER BY seq",
-        (expected_seq,),
-    )
-    for seq, at, actor, kind, subject, payload, prev_hash, stored_hash in rows:
-        if seq != expected_seq:
-            problems.append(ChainProblem(seq, "SEQ_GAP"))
-        if prev_hash != expected_prev:
-            problems.append(ChainProblem(seq, "PREV_HASH_MISMATCH"))
-        try:
-            body = lightjson.loads(payload)
-        except ValueError:
-            problems.append(ChainProblem(seq, "PAYLOAD_UNREADABLE"))
-        else:
-            event = {
-                "seq": seq,
-                "at": at,
-                "actor": actor,
-                "kind": kind,
-                "subject": subject,
-                "payload": body,
-            }
-            if chain_hash(prev_hash, event) != stored_hash:
-                problems.append(ChainProblem(seq, "HASH_MISMATCH"))
-        expected_prev = stored_hash
-        expected_seq = seq + 1
-    return problems
+def stored_event(*fields: Any) -> dict[str, Any]:
+    """The event a stored row's ``seq, at, actor, kind, subject`` and decoded ``payload``
+    make, as ``chain_hash`` hashes it."""
+    return dict(zip(EVENT_FIELDS, fields, strict=True))
 
 
 def query(
@@ -190,14 +151,7 @@ def verified_event(conn: sqlite3.Connection, seq: int) -> dict[str, Any] | None:
         payload = lightjson.loads(payload_text)
     except ValueError:
         return None
-    event = {
-        "seq": seq,
-        "at": at,
-        "actor": actor,
-        "kind": kind,
-        "subject": subject,
-        "payload": payload,
-    }
+    event = stored_event(seq, at, actor, kind, subject, payload)
     try:
         if chain_hash(prev_hash, event) != stored_hash:
             return None

@@ -7,7 +7,8 @@ migration takes the next number; an entry, once released, never changes.
 
 from __future__ import annotations
 
-from ithaca.parts import collected, resolve
+from ithaca import collected, resolve
+from ithaca.kernel.connection import LATEST_VERSION
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +29,5 @@ class Migration(namedtuple("Migration", "version name sql_ref")):
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted((Migration(*entry) for entry in collected("MIGRATIONS")), key=lambda m: m.version)
 )
-if [m.version for m in MIGRATIONS] != list(range(1, len(MIGRATIONS) + 1)):
+if [m.version for m in MIGRATIONS] != list(range(1, LATEST_VERSION + 1)):
     raise RuntimeError("the parts' migrations must number 1, 2, 3, ... with no gap or repeat")
-
-LATEST_VERSION = MIGRATIONS[-1].version

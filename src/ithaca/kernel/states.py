@@ -8,7 +8,7 @@ state nobody can confirm must not pass.
 
 from __future__ import annotations
 
-from ithaca.parts import mapping, resolve
+from ithaca import mapping, resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

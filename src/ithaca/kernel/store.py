@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ithaca.kernel import anchor, clock, journal
-from ithaca.kernel.connection import connect, write_transaction
+from ithaca.kernel.connection import LATEST_VERSION, connect, write_transaction
 from ithaca.kernel.errors import Corrupt, Refused
-from ithaca.kernel.migrations import LATEST_VERSION, MIGRATIONS
+from ithaca.kernel.migrations import MIGRATIONS
 
 # How long a CLI or MCP write keeps queueing for the lock. SQLite's busy handler sleeps
 # with growing pauses and is not fair, so under heavy contention one writer can wait out

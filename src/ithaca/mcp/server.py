@@ -30,12 +30,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from ithaca import __version__
+from ithaca import __version__, collected, resolve
 from ithaca.app import open_project
 from ithaca.kernel import IthacaError, Store, ToolSpec
 from ithaca.mcp import caller
 from ithaca.mcp.errors import check_text, error_result
-from ithaca.parts import collected, resolve
 from ithaca.validators import remove_stale_run_folders
 
 INSTRUCTIONS = (

@@ -31,7 +31,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What Protocols brings: its tables, the turn's gate and critic, and its tools.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 MIGRATIONS = ((2, "protocols.initial", "ithaca.protocols.tables:PROTOCOLS_V1"),)
 GATES = (

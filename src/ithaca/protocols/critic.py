@@ -17,7 +17,8 @@ its last change. The critic follows the turn through the hooks and answers at St
   it blocks with the exact command to run, at most ``verification.max_blocks`` times a
   turn (and below Claude Code's own cap); then the turn ends, journaled as unverified.
 
-Each verdict is journaled (``critic.verdict``), so ``ithaca log`` shows why a turn could
+The verdict is ``critic_verdict``, loaded only for a Stop after a change. Each verdict is
+journaled (``critic.verdict``), so ``ithaca log`` shows why a turn could
 or could not end. Subagents share their parent's session, so their changes count toward
 its turn. ``[verification] require = false`` in the project's configuration, which the
 agent cannot write, switches the critic off; ``ithaca status`` says so.
@@ -54,7 +55,12 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
     elif ctx.event == "PostToolUse":
         _note_verification(ctx)
     elif ctx.event == "Stop":
-        return _verdict(ctx)
+        event_id, state = _turn(ctx)
+        if event_id is None or not state["changed"]:
+            return ABSTAIN
+        from ithaca.protocols import critic_verdict  # only a Stop after a change needs it
+
+        return critic_verdict.verdict(ctx, event_id, state)
     return ABSTAIN
 
 
@@ -107,7 +113,7 @@ def _note_verification(ctx: GateContext) -> None:
     event_id, state = _turn(ctx)
     if event_id is None or not state["changed"]:
         return
-    patterns = _commands(ctx, state)
+    patterns = commands(ctx, state)
     from ithaca.protocols.verification import is_verification
 
     if ctx.classify is None or not patterns or not is_verification(ctx.classify(), patterns):
@@ -117,108 +123,6 @@ def _note_verification(ctx: GateContext) -> None:
 
     state.update(dirty=False, blocks=0, green_tree=worktree.fingerprint(ctx.project.root))
     ctx.scratch[NAME] = (state, "critic.verified", {"event": event_id, "measured": "host"})
-
-
-# --- the verdict at Stop ----------------------------------------------------------------
-
-
-def _verdict(ctx: GateContext) -> Opinion:
-    event_id, state = _turn(ctx)
-    if event_id is None or not state["changed"]:
-        return ABSTAIN
-    from ithaca.kernel import worktree
-
-    assert ctx.project is not None
-    tree = worktree.fingerprint(ctx.project.root)
-    commands = _commands(ctx, state)
-    command = commands[0] if commands else None
-    if tree is not None and tree == state["turn_tree"]:
-        return _end(ctx, state, event_id, "unchanged", {})
-    verified = tree == state["green_tree"] if tree is not None else not state["dirty"]
-    if verified:
-        return _end(ctx, state, event_id, "verified", {"command": command})
-    declared = _declared(ctx.payload.get("last_assistant_message"))
-    if declared is not None:
-        message = f"Ithaca: this turn ended UNVERIFIED, as the agent said: {declared}"
-        return _end(ctx, state, event_id, "unverified", {"why": declared}, message)
-    if command is None:
-        message = (
-            "Ithaca: this turn changed the project, but no verification command is known:"
-            " set [verification] commands in .ithaca/config.toml. It ended UNVERIFIED."
-        )
-        return _end(ctx, state, event_id, "unverified", {"why": "no command"}, message)
-    if state["blocks"] >= _max_blocks(ctx):
-        message = (
-            f"Ithaca: this turn ended UNVERIFIED: `{command}` did not pass after the last"
-            f" change, and the critic stopped holding the turn after {state['blocks']} tries."
-        )
-        details = {"why": "block cap", "command": command}
-        return _end(ctx, state, event_id, "unverified", details, message)
-    detail = ""
-    if ctx.host not in OUTCOME_HOSTS:
-        from ithaca.protocols.critic_run import run_verification
-
-        passed, detail = run_verification(ctx, command)
-        if passed:
-            state.update(green_tree=tree, dirty=False)
-            details = {"command": command, "measured": "ithaca"}
-            return _end(ctx, state, event_id, "verified", details)
-    return _block(ctx, state, event_id, command, detail)
-
-
-def _block(
-    ctx: GateContext, state: dict[str, Any], event_id: str, command: str, detail: str
-) -> Opinion:
-    state["blocks"] += 1
-    reason = (
-        f"Ithaca's critic [VERIFICATION_REQUIRED]: this turn changed the project after its"
-        f" last passing verification. Run `{command}` on its own (not in a pipeline or a"
-        " list) and make it pass before you stop, or,"
-        f" if you cannot, end your report with a line `{DECLARATION} <what is unverified"
-        " and why>`."
-    )
-    own = (state.get("constraint") or {}).get("reason")
-    if own:
-        reason += f" {own}"
-    if detail:
-        reason += f"\nIthaca ran `{command}` itself and it failed:\n{detail}"
-    payload = {
-        "event": event_id,
-        "verdict": "blocked",
-        "command": command,
-        "block": state["blocks"],
-    }
-    ctx.scratch[NAME] = (state, "critic.verdict", payload)
-    return Opinion("block", "VERIFICATION_REQUIRED", reason, gate=NAME)
-
-
-def _end(
-    ctx: GateContext,
-    state: dict[str, Any],
-    event_id: str,
-    verdict: str,
-    details: dict[str, Any],
-    message: str | None = None,
-) -> Opinion:
-    """Let the turn end with ``verdict``, journaled once per turn and verdict."""
-    if state.get("verdict") != verdict:
-        state["verdict"] = verdict
-        payload = {"event": event_id, "verdict": verdict, **details}
-        ctx.scratch[NAME] = (state, "critic.verdict", payload)
-    return Opinion("allow", system_message=message, gate=NAME)
-
-
-def _declared(message: object) -> str | None:
-    """The reason of the agent's ``UNVERIFIED: …`` line, or None."""
-    if not isinstance(message, str):
-        return None
-    for line in message.splitlines():
-        text = line.strip().lstrip("*_ ")
-        if text.startswith(DECLARATION):
-            reason = text[len(DECLARATION) :].strip(" *_")
-            if reason:
-                return reason[:500]
-    return None
 
 
 # --- what the critic reads ---------------------------------------------------------------
@@ -275,23 +179,11 @@ def _constraint(ctx: GateContext) -> dict[str, Any] | None:
     return found
 
 
-def _commands(ctx: GateContext, state: dict[str, Any]) -> list[str]:
+def commands(ctx: GateContext, state: dict[str, Any]) -> list[str]:
+    """The verification commands that count for this turn, in order."""
     from ithaca.protocols.verification import commands
 
     assert ctx.project is not None
     constraint = state.get("constraint") or {}
     configured = ctx.config["verification"]["commands"]
     return commands(ctx.project.root, configured, constraint.get("commands", ()))
-
-
-def _max_blocks(ctx: GateContext) -> int:
-    wanted = int(ctx.config["verification"]["max_blocks"])
-    if ctx.host != "claude":
-        return wanted
-    import os
-
-    from ithaca.ultragoal import hostcap
-
-    assert ctx.project is not None
-    cap = hostcap.stop_cap(ctx.project.root, os.environ)
-    return wanted if cap == 0 else max(0, min(wanted, cap - 1))

@@ -173,14 +173,14 @@ def _bundle(
     cached_ids: str | None,
     scratch: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], str]:
-    from ithaca.protocols import events, reconcile
+    from ithaca.protocols import reconcile, seeds
 
     assert ctx.project is not None
-    workflows = events.known_workflows(ctx.config)
+    workflows = seeds.known_workflows(ctx.config)
     current, _, files_state = reconcile.stored_state(conn)
     if files_state.get("listing") != reconcile.files_listing(ctx.project.protocols_dir):
         scratch["reconcileFiles"] = True
-        from ithaca.protocols import bundle
+        from ithaca.protocols import bundle, events
 
         computed = bundle.compute_after_files(
             conn,
@@ -199,7 +199,7 @@ def _bundle(
         if isinstance(cached, list):  # written by an earlier release: ids, nothing verified
             cached = {"ids": cached, "verified": None}
         return _cached_protocols(conn, cached, ctx, scratch), cached_digest
-    from ithaca.protocols import bundle  # the cache missed: match the event again
+    from ithaca.protocols import bundle, events  # the cache missed: match the event again
 
     event = events.fetch(conn, event_id)
     computed = bundle.compute(conn, event, workflows)
@@ -214,11 +214,12 @@ def _cached_protocols(
     exact rows, under the same known workflows, were verified by an earlier call: the
     fingerprint of what was verified is kept with the cache, so an edited row, even one
     whose stored hash was forged to match, is verified again."""
-    from ithaca.protocols import events, records
+    from ithaca.protocols import records
+    from ithaca.protocols.seeds import known_workflows
 
     protocol_ids: list[str] = cached["ids"]
     seeds = records.seed_records(conn)
-    workflows = events.known_workflows(ctx.config)
+    workflows = known_workflows(ctx.config)
     stored = records.read_many(conn, protocol_ids)
     missing = next((pid for pid in protocol_ids if pid not in stored), None)
     if missing is not None:
@@ -349,13 +350,13 @@ def commit(
             (lightjson.dumps(scratch["verified"]), ctx.session_id, scratch["eventId"]),
         )
     if scratch.get("reconcileFiles"):
-        from ithaca.protocols import events, reconcile
+        from ithaca.protocols import reconcile, seeds
 
         reconcile.reconcile_files(
             conn,
             ctx.project.protocols_dir,
             ctx.project.root,
-            events.known_workflows(ctx.config),
+            seeds.known_workflows(ctx.config),
         )
     approval_action = scratch["approvalAction"]
     if scratch["request"] is not None or approval_action == "consumed":

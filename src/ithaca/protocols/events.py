@@ -12,7 +12,7 @@ import os
 
 from ithaca.kernel import canon, clock, ids, journal, lightjson
 from ithaca.kernel.errors import Conflict, Corrupt, InvalidInput, NotFound
-from ithaca.protocols.seeds import BUILTIN_WORKFLOWS
+from ithaca.protocols.seeds import known_workflows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,21 +42,6 @@ class Admission(namedtuple("Admission", "event sources admitted_by sticky")):
         sources: dict[str, str]
         admitted_by: str
         sticky: dict[str, str | None]
-
-
-def known_workflows(config: dict[str, Any]) -> frozenset[str]:
-    """The built-in workflows and the configured ones; ``INVALID_CONFIG`` when the configured
-    default is neither (every prompt would otherwise be blocked)."""
-    known = frozenset(BUILTIN_WORKFLOWS) | frozenset(config["protocols"]["workflows"])
-    default = config["protocols"]["default_workflow"]
-    if default is not None and default not in known:
-        raise InvalidInput(
-            "INVALID_CONFIG",
-            f"[protocols] default_workflow {default!r} is not a known workflow; add it to"
-            " [protocols] workflows or pick one of " + ", ".join(sorted(known)),
-            {"key": "protocols.default_workflow"},
-        )
-    return known
 
 
 def actor_id(config: dict[str, Any]) -> str:

@@ -8,13 +8,13 @@ from typing import Any
 from ithaca.kernel import states
 from ithaca.kernel.config import load
 from ithaca.kernel.errors import IthacaError
-from ithaca.protocols import events, reconcile, records
+from ithaca.protocols import reconcile, records, seeds
 
 
 def check(project: Any, conn: sqlite3.Connection) -> list[dict[str, Any]]:
     findings: list[dict[str, Any]] = []
     try:
-        workflows = events.known_workflows(load(project.state_root))
+        workflows = seeds.known_workflows(load(project.state_root))
     except IthacaError as exc:
         return [{"code": exc.code, "severity": "error", "message": exc.message}]
     for record in records.read_all(conn):

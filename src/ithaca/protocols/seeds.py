@@ -11,12 +11,31 @@ per process.
 
 from __future__ import annotations
 
+from ithaca.kernel.errors import InvalidInput
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 # The workflows every project knows, which the base set is written for.
 BUILTIN_WORKFLOWS = ("coding", "debugging", "goal", "chat")
+
+
+def known_workflows(config: dict[str, Any]) -> frozenset[str]:
+    """The built-in workflows and the configured ones; ``INVALID_CONFIG`` when the configured
+    default is neither (every prompt would otherwise be blocked)."""
+    known = frozenset(BUILTIN_WORKFLOWS) | frozenset(config["protocols"]["workflows"])
+    default = config["protocols"]["default_workflow"]
+    if default is not None and default not in known:
+        raise InvalidInput(
+            "INVALID_CONFIG",
+            f"[protocols] default_workflow {default!r} is not a known workflow; add it to"
+            " [protocols] workflows or pick one of " + ", ".join(sorted(known)),
+            {"key": "protocols.default_workflow"},
+        )
+    return known
+
+
 # Delegation is left out so that helpers which only gather evidence can still be started;
 # their own mutating calls are gated.
 _MUTATING_CLASSES = ["edit", "shell", "mcp", "other"]

@@ -26,7 +26,7 @@ class ProtocolsService:
         self.project = project
         self.store = store
         self.config = config
-        self.workflows = events.known_workflows(config)
+        self.workflows = seeds.known_workflows(config)
         self.bundles = bundle.BundleCache()
 
     def summary(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What Ultragoal brings: its tables, its gate and states, its tool and commands.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 MIGRATIONS = (
     (7, "ultragoal.initial", "ithaca.ultragoal.tables:ULTRAGOAL_V1"),

@@ -1,10 +1,11 @@
 """Ultragoal's gate: which hook calls concern a pursuit, and the state predicates.
 
-Most tool calls have nothing to do with Ultragoal, and PreToolUse runs on every one of
-them, so this front decides relevance with the call alone and loads only the logic a call
-needs: the Stop gate (``stop_gate``), seeding and re-injection at session starts and
-prompts (``session_hooks``), the Skill seed and review-dispatch claim (``tool_hooks``),
-and the Bash guard for Ultragoal's own operations (``authority``). It imports only the
+Most tool calls and prompts have nothing to do with Ultragoal, and the hooks run on every
+one of them, so this front decides relevance from the call alone (a prompt's: its text and
+whether the session pursues a goal) and loads only the logic a call needs: the Stop gate
+(``stop_gate``), seeding and re-injection at session starts and prompts
+(``session_hooks``), the Skill seed and review-dispatch claim (``tool_hooks``), and the
+Bash guard for Ultragoal's own operations (``authority``). It imports only the
 standard library and the kernel.
 """
 
@@ -38,6 +39,9 @@ MESSAGE_TOOLS = frozenset(
         "collaborationfollowup_task",
         "SendMessage",
     }
+)
+_PURSUING = (
+    "SELECT 1 FROM ultragoal_pursuit WHERE session_id = ? AND phase = 'pursuing' AND active = 1"
 )
 _OPEN_DISPATCH = (
     "SELECT 1 FROM ultragoal_review_dispatch WHERE session_id = ? AND consumed_at IS NULL"
@@ -77,6 +81,8 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
 
         return stop_gate.commit(call, final, ctx)
     if ctx.event != "PreToolUse":
+        if ctx.event != "SessionStart" and not _prompt_concerns_ultragoal(ctx):
+            return None
         from ithaca.ultragoal import session_hooks
 
         return session_hooks.commit(call, final, ctx)
@@ -104,6 +110,18 @@ def _state(conn: sqlite3.Connection | None, scope: str | None) -> tuple[object, 
         return None
     row = gates.state_fields(conn, "ultragoal", scope, ("active", "phase"))
     return None if row is None else (row[0], row[1])
+
+
+def _prompt_concerns_ultragoal(ctx: GateContext) -> bool:
+    """Whether a prompt can seed a pursuit (its text names Ultragoal) or must remind the
+    session's active one: most prompts do neither, and skip the pursuit's modules."""
+    payload = ctx.payload
+    typed = (payload.get("prompt"), payload.get("command_name"), payload.get("command_args"))
+    if any(isinstance(text, str) and "ultragoal" in text for text in typed):
+        return True
+    if ctx.conn is None or ctx.session_id is None:
+        return False
+    return ctx.conn.execute(_PURSUING, (ctx.session_id,)).fetchone() is not None
 
 
 def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:

@@ -40,7 +40,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What Ulysses brings: its tables, its gate and states, lessons and its tools.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 MIGRATIONS = (
     (4, "ulysses.initial", "ithaca.ulysses.tables:ULYSSES_V1"),

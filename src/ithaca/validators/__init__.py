@@ -51,7 +51,7 @@ __getattr__ = lazy(__name__, _FACE)
 
 # --- The manifest: what this part brings to the kernel's registries --------------------
 # What Validators brings: its tables, the sandbox check and the notebook tool.
-# Plain data naming "module:attribute" targets (``ithaca.parts``).
+# Plain data naming "module:attribute" targets (``ithaca.PARTS``).
 
 MIGRATIONS = ((3, "validators.initial", "ithaca.validators.tables:VALIDATORS_V1"),)
 DOCTOR_CHECKS = ("ithaca.validators.confine:check",)

@@ -62,7 +62,7 @@ def rows(project: IthacaProject) -> list[tuple[Any, ...]]:
         project.store.connection()
         .execute(
             "SELECT stage, revision, status, supersedes_id FROM delivery_checkpoints"
-            " ORDER BY created_at, revision"
+            " ORDER BY created_at, rowid"
         )
         .fetchall()
     )

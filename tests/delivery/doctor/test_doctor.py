@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from ithaca.app import IthacaProject, open_project
 from ithaca.cli.entry import cli
-from ithaca.kernel import canon, doctor, journal
+from ithaca.kernel import canon, doctor, journal, journal_check
 from ithaca.kernel.errors import Corrupt, InvalidInput, NotFound
 
 DECISION = {
@@ -266,7 +266,7 @@ def test_restore_puts_back_the_backed_up_state_and_quarantines_the_current_one(
         conn = reopened.store.connection()
         ids = {row[0] for row in conn.execute("SELECT id FROM delivery_decisions")}
         assert "dec-later" not in ids and "dec-database" in ids
-        assert journal.verify(conn) == []
+        assert journal_check.verify(conn) == []
         last = journal.query(conn, kind="kernel.doctor_restored")
         assert [e["actor"] for e in last] == ["user"]
     finally:

@@ -204,7 +204,7 @@ def test_reinstall_over_a_machine_path_hook_replaces_only_ithacas_entries_in_pla
     import ithaca.hosts.install.hooks as install_hooks
 
     root = project_with(tmp_path, settings="settings-user-hooks.json")
-    legacy = f"{hermetic}/python -P -c 'from ithaca.hosts.entry import run; run()' claude"
+    legacy = f"{hermetic}/python -P -c 'from ithaca.hosts.dispatch import serve; serve()' claude"
     monkeypatch.setattr(install_hooks, "hook_command", lambda event, _: f"{legacy} {event}")
     install(root)
     monkeypatch.undo()
@@ -712,7 +712,7 @@ def _front_matter(text: str) -> dict[str, str]:
 def test_install_adds_the_reviewer_agent_the_skill_starts_and_uninstall_takes_it_back(
     tmp_path: Path,
 ) -> None:
-    from ithaca.kernel.config import SCHEMA
+    from ithaca.kernel.config_schema import SCHEMA
 
     root = project_with(tmp_path)
 

@@ -15,8 +15,7 @@ from tests.accepted import accept
 from tests.refusals import gate_reason
 
 from ithaca import init_project, open_project
-from ithaca.hosts import codex, dispatch
-from ithaca.hosts import entry as main
+from ithaca.hosts import HOSTS, codex, dispatch
 from ithaca.hosts.codex.installer import hook_command
 from ithaca.kernel.classify import classify_call
 from ithaca.kernel.gates import Opinion
@@ -45,7 +44,7 @@ def denial(body: dict[str, Any]) -> str:
 
 
 def test_codex_is_a_host_of_the_hook_command():
-    assert main.HOSTS["codex"] == "ithaca.hosts.codex"
+    assert HOSTS["codex"] == "ithaca.hosts.codex"
     done = subprocess.run([HOOK, "codex", "SessionEnd"], capture_output=True, text=True)
     assert done.returncode == 2  # Codex has no SessionEnd
     assert "codex" in subprocess.run([HOOK], capture_output=True, text=True).stderr

@@ -280,7 +280,7 @@ ROLE = ".codex/agents/code-reviewer.toml"
 def test_install_adds_the_reviewer_as_a_codex_agent_role_from_the_same_text(tmp_path):
     from importlib.resources import files
 
-    from ithaca.kernel.config import SCHEMA
+    from ithaca.kernel.config_schema import SCHEMA
 
     root = tmp_path / "repo"
     report = install(root)

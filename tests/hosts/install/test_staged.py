@@ -233,7 +233,7 @@ def test_a_file_the_user_edited_after_install_keeps_the_edit(claude_project: Pat
     install_claude.uninstall(claude_project)
 
     assert '"model": "edited-' in settings.read_text()
-    assert "ithaca.hosts.entry" not in settings.read_text()
+    assert "ithaca-hook" not in settings.read_text()
 
 
 def test_a_swap_keeps_the_permissions_of_the_file_it_replaces(claude_project: Path) -> None:

@@ -16,6 +16,6 @@ import click
 @click.argument("event")
 def command(host: str, event: str) -> None:
     """Answer one host hook call: host JSON on stdin, host JSON on stdout."""
-    from ithaca.hosts.entry import main as hook_main
+    from ithaca.hosts.dispatch import main as hook_main
 
     sys.exit(hook_main([host, event]))

@@ -111,7 +111,7 @@ def _validator_confinement(settings: dict[str, Any]) -> str:
 
 def _install_profiles(state_root: Any) -> dict[str, str]:
     """Per installed host, the install profile in force (docs/hooks.md, threat model)."""
-    from ithaca.hosts.entry import HOSTS
+    from ithaca.hosts import HOSTS
     from ithaca.hosts.install.files import read_json_object
     from ithaca.hosts.install.manifest import manifest_relpath
     from ithaca.hosts.profile_gate import profile_in

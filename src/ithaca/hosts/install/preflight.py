@@ -143,7 +143,7 @@ def _env_variable(host: str) -> str:
     """The variable naming the file ``host`` sources before the agent's commands."""
     from importlib import import_module
 
-    from ithaca.hosts.entry import HOSTS
+    from ithaca.hosts import HOSTS
 
     return str(import_module(HOSTS[host]).SESSION_ENV_FILE)
 
