@@ -13,7 +13,7 @@ import importlib
 
 import click
 
-from ithaca import mapping
+from ithaca import __version__, mapping
 
 # Command name -> "module:attribute", in the order help lists them: each part's commands
 # from its manifest, then the adapters' own.
@@ -41,7 +41,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="ithaca")
+@click.version_option(version=__version__, prog_name="ithaca")
 @click.option(
     "--project",
     "project_path",

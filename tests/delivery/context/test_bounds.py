@@ -102,7 +102,7 @@ def adversarial(project: IthacaProject, record: Record) -> None:
             "change_id": "big-change",
             "title": heavy(200),
             "description": heavy(8000),
-            "deps": [f"D-{index}-{'y' * 50}" for index in range(100)],
+            "deps": [f"D-{index}-{'y' * 50}" for index in range(1000)],  # the cap
             "files_modified": [f"{index}/{heavy(900)}" for index in range(40)],
             "acceptance": [{"id": heavy(64), "criterion": heavy(2000)} for _ in range(20)],
             "verification": {"argv": [heavy(4096) for _ in range(10)], "cwd": heavy(1024)},

@@ -187,8 +187,19 @@ def test_publish_on_a_fresh_project_is_generation_zero_with_a_project_id(project
 
 
 def test_importing_the_ledger_just_synced_writes_nothing(published: IthacaProject):
+    def written() -> tuple[Any, ...]:
+        conn = published.store.connection()
+        return (
+            conn.execute("SELECT count(*) FROM journal").fetchone()[0],
+            conn.execute("SELECT count(*) FROM delivery_idempotency").fetchone()[0],
+        )
+
+    before = written()
     answer = call(published, "import")
-    assert answer["status"] == "current" and answer["journal_seq"] is None
+    again = call(published, "import")
+    assert answer["status"] == again["status"] == "current"
+    assert answer["journal_seq"] is None
+    assert written() == before  # no event and no stored key: no write at all (§8.2)
     assert events(published, "delivery.ledger.imported") == 0
 
 

@@ -181,7 +181,7 @@ TASK_BODY = obj(
     {"title": TITLE, "verification": VERIFICATION},
     {
         "description": text(8000, min_length=0),
-        "deps": string_set(ids.TASK_ID, 100),
+        "deps": string_set(ids.TASK_ID, 1000),
         "files_modified": string_set(PATH, 500),
         "acceptance": array(obj({"id": text(64), "criterion": text(2000)}), 100),
         "type": text(40),

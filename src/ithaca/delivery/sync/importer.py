@@ -56,7 +56,7 @@ def plan(conn: sqlite3.Connection, project: Project, resolve: dict[str, str]) ->
     if incoming is None or incoming.file is None:
         state = None if base is None else base.state_digest
         result = {"status": "missing" if found.data is None else "current", "state_digest": state}
-        return unchanged(OP, result, [])
+        return unchanged(OP, result, [], keyed=False)  # equal to its base: no write (§8.2)
     require_settled(incoming.merge)
     return taking(project, incoming, incoming.file, OP, _unused(incoming, resolve))
 

@@ -71,6 +71,8 @@ class Plan:
     # Content-addressed work done first, outside any transaction (an envelope blob):
     # harmless to repeat or to leave behind when the unit fails.
     before: Callable[[], object] | None = None
+    # A no-op that writes nothing at all, not even its key's answer: a retry looks again.
+    writes_nothing: bool = False
 
 
 class Stale(Exception):
@@ -86,6 +88,15 @@ def flat(answer: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def unchanged(op: str, result: dict[str, Any], diagnostics: list[Diagnostic]) -> Plan:
-    """A plan that changes nothing and writes no event; its key still records the answer."""
-    return Plan(op, lambda conn: Outcome({**result, "unchanged": True}, None), (), diagnostics)
+def unchanged(
+    op: str, result: dict[str, Any], diagnostics: list[Diagnostic], *, keyed: bool = True
+) -> Plan:
+    """A plan that changes nothing and writes no event; its key still records the answer
+    unless ``keyed`` is false, and then the store is not written at all."""
+    return Plan(
+        op,
+        lambda conn: Outcome({**result, "unchanged": True}, None),
+        (),
+        diagnostics,
+        writes_nothing=not keyed,
+    )

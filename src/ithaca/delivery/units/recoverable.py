@@ -113,6 +113,12 @@ class Units:
             before = registry.file_digest(self.state_root, now_at)
             if before != write.digest:
                 changed.append((write, before))
+        if plan.writes_nothing:
+            with self.store.read() as conn:
+                if guard is not None:
+                    guard.check(conn)  # a key that already answered replays its answer
+                outcome = plan.commit(conn)
+            return {"result": outcome.result, "diagnostics": plan.diagnostics, "journal_seq": None}
         if not changed and not plan.renames:
             with self.store.write() as conn:
                 return _commit(conn, plan, guard)
