@@ -37,7 +37,8 @@ def test_sql_table_modules_and_json_schema_folders_do_not_share_a_name() -> None
 
 def test_each_command_module_holds_the_command_it_is_named_for() -> None:
     """``cli/commands/<name>.py`` defines ``ithaca <name>`` as ``command`` or ``group``,
-    and the CLI lists every such module."""
+    and the CLI lists every such module (a Python keyword takes PEP 8's trailing
+    underscore: ``import_.py`` is ``ithaca import``)."""
     listed = {}
     for name, target in COMMANDS.items():
         module, _, attribute = target.partition(":")
@@ -48,7 +49,7 @@ def test_each_command_module_holds_the_command_it_is_named_for() -> None:
         module = f"ithaca.cli.commands.{path.stem}"
         assert module in listed, f"{module} is not an ithaca command"
         name, attribute = listed[module]
-        assert name == path.stem.replace("_", "-")
+        assert name == path.stem.rstrip("_").replace("_", "-")
         assert attribute == "group" or attribute == "command"
         command = getattr(__import__(module, fromlist=[attribute]), attribute)
         assert isinstance(command, click.Group if attribute == "group" else click.Command)

@@ -106,6 +106,17 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
             f"{project.state_root} exists and is not a folder; move it away first",
             {"path": project.state_root},
         )
+    writable = project.state_root
+    while not os.path.isdir(writable) and os.path.dirname(writable) != writable:
+        writable = os.path.dirname(writable)  # the folder that would hold what is made
+    if not os.access(writable, os.W_OK):  # also EROFS, even for root
+        raise Refused(
+            "PATH_NOT_WRITABLE",
+            f"{writable} cannot be written, so Ithaca cannot keep its state there; run"
+            " `ithaca init` in a checkout you can write (check the folder's permissions, or"
+            " that its file system is not mounted read-only)",
+            {"path": writable},
+        )
     made = []
     # The ignore rule first: if it cannot be written, nothing else has been created.
     if _ensure_ignored(project):

@@ -447,7 +447,7 @@ def test_confirmations_are_the_agents_to_relay_only_while_planning_when_the_team
     ("command", "phrase"),
     [
         ("ithaca ultragoal claim-review-dispatch", "reviewer subagent"),
-        ("ithaca ultragoal set-stories --session other --json '[]'", "names session 'other'"),
+        ("ithaca ultragoal set-stories --session other --data '[]'", "names session 'other'"),
         ("ithaca ultragoal --session=other set-blocked --reason x", "names session 'other'"),
         ("ITHACA_SESSION_ID=other ithaca ultragoal set-blocked --reason x", "session 'other'"),
         ("export ITHACA_SESSION_ID=other; ithaca ultragoal request-complete", "session 'other'"),

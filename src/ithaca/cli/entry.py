@@ -10,10 +10,14 @@ several times over.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
 from ithaca import __version__, mapping
+from ithaca.cli.output import fail, filesystem_error
+from ithaca.kernel import InvalidInput, IthacaError
 
 # Command name -> "module:attribute", in the order help lists them: each part's commands
 # from its manifest, then the adapters' own.
@@ -47,14 +51,43 @@ class LazyGroup(click.Group):
     "project_path",
     default=".",
     show_default=True,
-    type=click.Path(exists=True, file_okay=False),
     help="Folder inside the project.",
 )
 @click.pass_context
 def cli(ctx: click.Context, project_path: str) -> None:
     """Ithaca: commitments for coding agents, held outside the agent and enforced by hooks."""
+    if not os.path.isdir(project_path):
+        what = "is not a folder" if os.path.exists(project_path) else "does not exist"
+        fail(
+            InvalidInput(
+                "PROJECT_PATH_MISSING",
+                f"{project_path} {what}; pass --project a folder inside your repository",
+                {"path": project_path},
+            )
+        )
     ctx.obj = {"project_path": project_path}
 
 
 def main() -> None:
-    cli(prog_name="ithaca")
+    """``ithaca``: the group, with a last word for what no command turned into a coded error
+    (a folder that cannot be written, an interrupt, a bug), so that no traceback reaches a
+    user. ``ITHACA_DEBUG=1`` lets the traceback through."""
+    try:
+        cli(prog_name="ithaca", standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("error INTERRUPTED: stopped by the user; nothing half-done is kept", err=True)
+        sys.exit(130)
+    except OSError as exc:
+        if os.environ.get("ITHACA_DEBUG"):
+            raise
+        fail(filesystem_error(exc))
+    except Exception as exc:
+        if os.environ.get("ITHACA_DEBUG"):
+            raise
+        fail(
+            IthacaError(
+                "INTERNAL_ERROR",
+                f"Ithaca failed unexpectedly ({type(exc).__name__}: {exc}); run `ithaca doctor`,"
+                " and rerun with ITHACA_DEBUG=1 to see the traceback for a bug report",
+            )
+        )

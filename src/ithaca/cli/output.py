@@ -6,6 +6,7 @@ for misuse and invalid input, 1 for every other refusal or failure.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -38,6 +39,27 @@ def errors_to_exit(as_json: bool = False) -> Iterator[None]:
         fail(exc, as_json)
 
 
+def filesystem_error(exc: OSError) -> IthacaError:
+    """An ``OSError`` no command expected, as the coded error a user can act on."""
+    where = f" {exc.filename}" if exc.filename else ""
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return IthacaError(
+            "PATH_NOT_WRITABLE",
+            f"cannot write{where}: {exc.strerror}; run Ithaca in a folder you can write"
+            " (check its permissions, or that its file system is not mounted read-only)",
+            {"path": exc.filename, "errno": exc.errno},
+        )
+    if exc.errno == errno.ENOSPC:
+        return IthacaError(
+            "DISK_FULL", f"no space left{where}; free some space and run the command again"
+        )
+    return IthacaError(
+        "FILE_SYSTEM_ERROR",
+        f"{exc.strerror or exc}{where}; check the path and run the command again",
+        {"path": exc.filename, "errno": exc.errno},
+    )
+
+
 def fail(exc: IthacaError, as_json: bool = False) -> None:
     if as_json:
         click.echo(json.dumps({"error": exc.to_dict()}, ensure_ascii=False), err=True)
@@ -46,6 +68,49 @@ def fail(exc: IthacaError, as_json: bool = False) -> None:
         suffix = f" (reason: {reason})" if isinstance(reason, str) else ""
         click.echo(f"error {exc.code}: {exc.message}{suffix}", err=True)
     sys.exit(exc.exit_code)
+
+
+def render_tree(value: Any) -> None:
+    """Any JSON answer for a person: one ``key: value`` line per scalar, nested values
+    indented under their key, list items marked with ``-``; ids are never cut."""
+    for line in _tree_lines(value, 0):
+        click.echo(line)
+
+
+def _tree_lines(value: Any, depth: int) -> Iterator[str]:
+    pad = "  " * depth
+    if isinstance(value, dict):
+        if not value:
+            yield f"{pad}(none)"
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                yield f"{pad}{key}:"
+                yield from _tree_lines(item, depth + 1)
+            else:
+                yield f"{pad}{key}: {_scalar(item)}"
+    elif isinstance(value, list):
+        if not value:
+            yield f"{pad}(none)"
+        for item in value:
+            if isinstance(item, (dict, list)) and item:
+                lines = list(_tree_lines(item, depth + 1))
+                yield f"{pad}- {lines[0].lstrip()}"
+                yield from lines[1:]
+            else:
+                yield f"{pad}- {_scalar(item)}"
+    else:
+        yield f"{pad}{_scalar(value)}"
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (dict, list)):
+        return "(none)"
+    text = str(value)
+    return text.replace("\n", "\n  ") if "\n" in text else text
 
 
 def show(value: Any, as_json: bool, render: Callable[[Any], None]) -> None:

@@ -2,8 +2,9 @@
 
 Every subcommand is one ``perform`` of the service, under the session given on the
 subcommand, else on the group, else resolved from the environment. JSON-valued flags take
-inline JSON or ``-`` for standard input; lists are comma-separated. Writes print the
-service's answer as JSON.
+inline JSON or ``-`` for standard input; lists are comma-separated. Answers print as text,
+or as JSON with ``--json`` (every subcommand takes it); refusals print ``error CODE: …``
+on standard error.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import click
 
 from ithaca.cli.opening import opened
-from ithaca.cli.output import emit_json, errors_to_exit
+from ithaca.cli.output import errors_to_exit, render_tree, show
 from ithaca.kernel import invalid_field
 from ithaca.ultragoal import UltragoalService
 
@@ -26,6 +27,17 @@ def chosen_session(ctx: click.Context, session: str | None) -> str | None:
     return session if session is not None else ctx.obj.get("ultragoal_session")
 
 
+def wants_json(ctx: click.Context) -> bool:
+    """Whether the subcommand was given ``--json``."""
+    return bool((ctx.obj or {}).get("ultragoal_json"))
+
+
+def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """The ``--json`` flag's callback: every subcommand takes it (``wants_json``)."""
+    if value:
+        ctx.ensure_object(dict)["ultragoal_json"] = True
+
+
 def call(
     ctx: click.Context,
     operation: str,
@@ -33,9 +45,10 @@ def call(
     fields: dict[str, Any],
     *,
     actor: str = "agent",
-    as_json: bool = True,
+    as_json: bool | None = None,
 ) -> dict[str, Any]:
     """The service's answer to ``operation``; a refusal exits with its code."""
+    as_json = wants_json(ctx) if as_json is None else as_json
     service = _service(ctx, as_json)
     arguments = {"operation": operation, **fields}
     chosen = chosen_session(ctx, session)
@@ -47,8 +60,8 @@ def call(
 
 
 def write(ctx: click.Context, operation: str, session: str | None, **fields: Any) -> None:
-    """Perform ``operation`` with the fields given and print the answer as JSON."""
-    emit_json(call(ctx, operation, session, present(fields)))
+    """Perform ``operation`` with the fields given and print its answer."""
+    show(call(ctx, operation, session, present(fields)), wants_json(ctx), render_tree)
 
 
 def present(fields: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +75,7 @@ def json_flag(flag: str, text: str | None) -> Any:
         return None
     if text == "-":
         text = sys.stdin.read()
-    with errors_to_exit(True):
+    with errors_to_exit(wants_json(click.get_current_context())):
         try:
             return json.loads(text)
         except ValueError as exc:

@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from ithaca.cli.output import console, emit_json, errors_to_exit
-from ithaca.cli.ultragoal_calls import call, chosen_session, present
+from ithaca.cli.output import console, errors_to_exit, render_tree, show
+from ithaca.cli.ultragoal_calls import call, chosen_session, present, wants_json
 from ithaca.kernel import AGENT_ENVIRONMENT, Refused, require_user
 
 USER_ONLY_CODES = {
@@ -71,7 +71,8 @@ def run_as_user(
 ) -> None:
     """Once the user confirmed, perform ``operation`` as the user and print the answer."""
     _confirm_as_user(ctx, session, action, effect)
-    emit_json(call(ctx, operation, session, present(fields), actor="user", as_json=False))
+    answer = call(ctx, operation, session, present(fields), actor="user")
+    show(answer, wants_json(ctx), render_tree)
 
 
 def budget_effect(fields: dict[str, Any]) -> str:

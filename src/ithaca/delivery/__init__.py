@@ -19,7 +19,10 @@ if TYPE_CHECKING:
     from ithaca.delivery.checkpoints.request import STAGES as CHECKPOINT_STAGES
     from ithaca.delivery.context.sections import STAGES as CONTEXT_STAGES
     from ithaca.delivery.contract import validation_error
+    from ithaca.delivery.imports.tool import FORMATS as IMPORT_FORMATS
     from ithaca.delivery.ledger.driver import main as run_merge_driver
+    from ithaca.delivery.records.catalogue import example as record_example
+    from ithaca.delivery.records.catalogue import fields_text as record_fields
     from ithaca.delivery.service import DeliveryService
     from ithaca.delivery.sessions.close import REASONS as CLOSE_REASONS
     from ithaca.delivery.sessions.env import SESSION_VARIABLE
@@ -32,6 +35,9 @@ _FACE = {
     "SESSION_VARIABLE": "ithaca.delivery.sessions.env:SESSION_VARIABLE",
     "CHECKPOINT_STAGES": "ithaca.delivery.checkpoints.request:STAGES",
     "CONTEXT_STAGES": "ithaca.delivery.context.sections:STAGES",
+    "IMPORT_FORMATS": "ithaca.delivery.imports.tool:FORMATS",
+    "record_fields": "ithaca.delivery.records.catalogue:fields_text",
+    "record_example": "ithaca.delivery.records.catalogue:example",
 }
 __all__ = [
     "DeliveryService",
@@ -41,6 +47,9 @@ __all__ = [
     "SESSION_VARIABLE",
     "CHECKPOINT_STAGES",
     "CONTEXT_STAGES",
+    "IMPORT_FORMATS",
+    "record_fields",
+    "record_example",
 ]
 __getattr__ = lazy(__name__, _FACE)
 
@@ -69,4 +78,5 @@ CLI_COMMANDS = {
     "sync": "ithaca.cli.commands.sync:group",
     "session": "ithaca.cli.commands.session:group",
     "run-plan": "ithaca.cli.commands.run_plan:command",
+    "import": "ithaca.cli.commands.import_:command",
 }

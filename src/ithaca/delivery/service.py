@@ -123,11 +123,27 @@ class DeliveryService:
         answer = sessions.session(self.project, self.store, self.config, arguments, force=force)
         return self._around(answer, imported, publish=False)
 
+    def import_peer(self, arguments: Any) -> dict[str, Any]:
+        """``import {source, from?, dry_run?}``: a peer tool's work (Ultra Builder Pro,
+        Task Master, OpenSpec, spec-kit) as changes and task contracts, each created by a
+        keyed ``record`` entry or ``checkpoint`` here, so a second import replays."""
+        from ithaca.delivery.imports.tool import import_peer
+
+        return import_peer(self, arguments)
+
     def doctor(self, arguments: Any) -> dict[str, Any]:
         """``doctor {operation: inspect|repair}`` (§11)."""
         return doctor.doctor(self.project, self.store, self.config, arguments)
 
     # --- the user's operations (the CLI, after its own confirmation) ----------------------
+
+    def summary(self) -> dict[str, Any] | None:
+        """Where delivery stands in a few fields, as the session-start breadcrumb shows it
+        (the active change, its next task and session, what needs attention), or None."""
+        from ithaca.delivery import resume
+
+        with self.store.read() as conn:
+            return resume.read_summary(conn)
 
     def set_up(self) -> list[str]:
         """``ithaca init``'s share for delivery: templates and the team ledger."""

@@ -250,6 +250,7 @@ GATES = (("ithaca.kernel.guard", ("PreToolUse",)),)
 CLI_COMMANDS = {
     "init": "ithaca.cli.commands.init:command",
     "status": "ithaca.cli.commands.status:command",
+    "next": "ithaca.cli.commands.next:command",
     "log": "ithaca.cli.commands.log:command",
     "doctor": "ithaca.cli.commands.doctor:group",
 }

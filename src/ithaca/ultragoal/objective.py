@@ -118,7 +118,7 @@ def _check_story_verdict(
             "STORY_VALIDATOR_REQUIRED",
             f"story {story_id} has no validator: an APPROVE needs a passing run of a validator"
             " bound to the story (a probe cell measures for itself), not only files the"
-            " pursuit wrote; bind one with revise-story --json '{\"validator\": …}', then"
+            " pursuit wrote; bind one with revise-story --data '{\"validator\": …}', then"
             " run-story-validator",
             {"id": story_id},
         )

@@ -140,6 +140,11 @@ class UltragoalService:
                 user_typed=user_typed,
             )
 
+    def pursuits(self) -> list[dict[str, Any]]:
+        """Every session's active pursuit, latest first (``views.overview``)."""
+        with self.store.read() as conn:
+            return views.overview(conn)
+
     def collect_garbage(self) -> list[str]:
         """Reap idle pursuits and reconcile the pursuing markers; returns reaped ids."""
         with self.store.write() as tx:

@@ -211,3 +211,29 @@ def others(conn: sqlite3.Connection, session_id: str, now: str) -> list[dict[str
             }
         )
     return listed
+
+
+def overview(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every session's active pursuit, latest first: its phase, objective and the story it
+    is on (``ithaca status``)."""
+    rows = conn.execute(
+        "SELECT session_id FROM ultragoal_pursuit WHERE active = 1"
+        " ORDER BY last_touched_at DESC, session_id"
+    ).fetchall()
+    found = []
+    for (session_id,) in rows:
+        row = records.load(conn, session_id)
+        if row is None:
+            continue
+        all_stories = records.stories(conn, session_id)
+        current = records.current_story(all_stories, records.verdicts(conn, session_id))
+        found.append(
+            {
+                "session_id": session_id,
+                "phase": row["phase"],
+                "outcome": row["outcome"],
+                "unconfirmed": sum(1 for entry in all_stories if entry["status"] == "unconfirmed"),
+                "current_story": None if current is None else story(current),
+            }
+        )
+    return found

@@ -103,3 +103,31 @@ def test_other_records_need_an_initialised_project(tmp_path: Path) -> None:
     assert done.exit_code == 1
     assert "NOT_INITIALISED" in done.stderr
     assert not (root / ".ithaca").exists()
+
+
+def test_help_lists_every_kind_action_and_field(project_dir: Path) -> None:
+    shown = run(project_dir, "--help").stdout
+    for line in (
+        "  baseline:",
+        "    accept: approved_by*=text approval_note*=text",
+        "  task_outcome:",
+        "    append: type*=id payload*={...} subject=text",
+    ):
+        assert line in shown
+
+
+def test_an_example_is_recorded_as_it_is_printed(project_dir: Path) -> None:
+    printed = run(project_dir, "--example", "decision", "defer")
+    assert printed.exit_code == 0, printed.output
+    done = run(project_dir, "decision", "defer", "--data", printed.stdout)
+    assert done.exit_code == 0, done.output
+    assert "committed: decision defer" in done.stdout
+
+
+def test_a_validation_error_lists_every_problem_with_its_pointer(project_dir: Path) -> None:
+    done = run(project_dir, "task_contract", "define", "--data", '{"id": "bad id", "colour": 1}')
+    assert done.exit_code == 2
+    first = done.stderr.splitlines()[-1]
+    assert first.startswith("error VALIDATION_ERROR: 4 problems: ")
+    for pointer in ("/colour", "/title", "/verification", "/id"):
+        assert f"/entries/0/data{pointer}: " in first

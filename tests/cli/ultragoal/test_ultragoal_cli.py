@@ -37,13 +37,17 @@ def ultragoal(root: Path, *args: str, stdin: str | None = None) -> Any:
 
 
 def ok(root: Path, *args: str, stdin: str | None = None) -> Any:
-    result = ultragoal(root, *args, stdin=stdin)
+    result = ultragoal(root, *args, "--json", stdin=stdin)
     assert result.exit_code == 0, result.output + result.stderr
     return json.loads(result.stdout)
 
 
 def error(result: Any) -> dict[str, Any]:
-    return dict(json.loads(result.stderr)["error"])
+    """The refusal a command printed on standard error: ``error CODE: message``."""
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("error "), result.stderr
+    code, _, message = first.removeprefix("error ").partition(": ")
+    return {"code": code, "message": message}
 
 
 STORY = {
@@ -71,7 +75,7 @@ def pursue(root: Path) -> None:
     project.close()
     story = {**STORY, "validator": {"notebookId": notebook, "cellId": cell["cellId"]}}
     ok(root, "set", "--phase", "planning", "--outcome", "Parser", "--verification-surface", "t")
-    ok(root, "set-stories", "--json", json.dumps([story]))
+    ok(root, "set-stories", "--data", json.dumps([story]))
     project = open_project(root)
     user = {"operation": "confirm_all_stories", "session": SESSION}
     project.ultragoal.perform(user, actor="user")  # at their terminal (see on_terminal below)
@@ -83,7 +87,7 @@ def pursue(root: Path) -> None:
 def test_the_seed_sequence_reaches_complete_through_the_cli(opened: Any, project_dir: Path) -> None:
     pursue(project_dir)
     verdict = {"id": "A", "verdict": "APPROVE", "evidence_refs": ["done.txt"], "verifier": "me"}
-    ok(project_dir, "record-story-verdict", "--json", "-", stdin=json.dumps(verdict))
+    ok(project_dir, "record-story-verdict", "--data", "-", stdin=json.dumps(verdict))
     context = ok(project_dir, "serialize-review-context")
     assert context["what_was_implemented"] == "Parser"
     claim = _claim(opened)
@@ -96,7 +100,7 @@ def test_the_seed_sequence_reaches_complete_through_the_cli(opened: Any, project
         "at": "now",
         "files_read": [{"path": "done.txt", "sha256": canon.digest_bytes(b"done\n")}],
     }
-    ok(project_dir, "submit-review", "--nonce", claim, "--json", json.dumps(artifact))
+    ok(project_dir, "submit-review", "--nonce", claim, "--data", json.dumps(artifact))
     assert ok(project_dir, "get-review-result")["verdict"] == "APPROVE"
     ok(project_dir, "set-verdict", "--verdict", "APPROVE")
     assert ok(project_dir, "request-complete")["phase"] == "complete"
@@ -114,7 +118,7 @@ def _claim(opened: Any) -> str:
 
 def test_reads_print_text_and_json(opened: Any, project_dir: Path) -> None:
     assert ultragoal(project_dir, "status").stdout.strip() == "absent"
-    assert ok(project_dir, "status", "--json")["status"] == "absent"
+    assert ok(project_dir, "status")["status"] == "absent"
     pursue(project_dir)
     lines = ultragoal(project_dir, "serialize-requirements").stdout.strip()
     assert lines == "[A] Accept trailing commas — AC: [1,] parses — verify: test passes"
@@ -131,9 +135,9 @@ def test_reads_print_text_and_json(opened: Any, project_dir: Path) -> None:
     [
         (("set", "--phase", "complete"), "PHASE_NOT_SETTABLE", 1),
         (("set", "--phase", "pursuing"), "OBJECTIVE_NOT_FALSIFIABLE", 1),
-        (("record-story-verdict", "--json", "[]"), "INVALID_INPUT", 2),
+        (("record-story-verdict", "--data", "[]"), "INVALID_INPUT", 2),
         (("adopt", "--src", "bad id"), "SESSION_ID_INVALID", 2),
-        (("set-stories", "--json", "{not json"), "INVALID_INPUT", 2),
+        (("set-stories", "--data", "{not json"), "INVALID_INPUT", 2),
         (("claim-review-dispatch",), "AUTHORITY_HOOK_ONLY", 1),
         (("set-blocked", "--reason", " "), "BLOCKED_REASON_REQUIRED", 1),
     ],
@@ -144,6 +148,20 @@ def test_refusals_exit_with_their_status(
     result = ultragoal(project_dir, *args)
     assert result.exit_code == status
     assert error(result)["code"] == code
+
+
+def test_writes_print_text_unless_asked_for_json_and_refusals_go_to_stderr(
+    opened: Any, project_dir: Path
+) -> None:
+    seeded = ultragoal(project_dir, "set", "--phase", "planning", "--outcome", "Parser")
+    assert seeded.exit_code == 0
+    assert "phase: planning" in seeded.stdout.splitlines()
+    assert json.loads(ultragoal(project_dir, "get", "--json").stdout)["phase"] == "planning"
+    refused = ultragoal(project_dir, "request-complete")
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert error(refused)["code"] == "PHASE_PLANNING"
+    as_json = ultragoal(project_dir, "request-complete", "--json")
+    assert json.loads(as_json.stderr)["error"]["code"] == "PHASE_PLANNING"
 
 
 def test_usage_errors_exit_two(opened: Any, project_dir: Path) -> None:

@@ -114,7 +114,32 @@ def test_unknown_fields_are_refused_at_every_level(
     error = refusal(service, request_)
     assert isinstance(error, InvalidInput)
     assert error.code == "VALIDATION_ERROR"
-    assert error.details == {"pointer": pointer, "problem": "UNKNOWN_FIELD"}
+    assert (error.details["pointer"], error.details["problem"]) == (pointer, "UNKNOWN_FIELD")
+
+
+def test_every_problem_of_an_entry_is_listed_at_once(service: DeliveryService) -> None:
+    error = refusal(
+        service,
+        {
+            "entries": [
+                {
+                    "kind": "change_contract",
+                    "action": "open",
+                    "idempotency_key": "k",
+                    "data": {"kind": "huge", "intent": "why", "colour": "red", "id": "Bad Id"},
+                }
+            ]
+        },
+    )
+    assert isinstance(error, InvalidInput) and error.code == "VALIDATION_ERROR"
+    listed = {(found["pointer"], found["problem"]) for found in error.details["problems"]}
+    assert listed == {
+        ("/entries/0/data/colour", "UNKNOWN_FIELD"),
+        ("/entries/0/data/title", "MISSING_FIELD"),
+        ("/entries/0/data/kind", "NOT_ALLOWED"),
+        ("/entries/0/data/id", "WRONG_FORMAT"),
+    }
+    assert error.message.startswith("4 problems: ")
 
 
 def test_a_malformed_batch_changes_nothing(

@@ -189,8 +189,10 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
         from rich.table import Table
 
         table = Table(box=None, header_style="bold")
-        for column in ("id", "title", "language", "cells", "updated"):
-            table.add_column(column)
+        table.add_column("id", no_wrap=True)  # whole, to copy: the title wraps instead
+        table.add_column("title", overflow="fold", min_width=10)
+        for column in ("language", "cells", "updated"):
+            table.add_column(column, no_wrap=True)
         for row in rows:
             table.add_row(
                 row["notebookId"],

@@ -23,10 +23,27 @@ from ithaca.delivery import DeliveryService, validation_error
 from ithaca.kernel import IthacaError, find_project, ids
 
 
-@click.command("record")
+class _RecordCommand(click.Command):
+    """``record``, whose help ends with every kind, action and field."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from ithaca.delivery import record_fields
+
+        formatter.write(
+            "\nKinds, actions and their fields (* required; `--example KIND ACTION` prints a"
+            " valid --data):\n\n"
+        )
+        for line in record_fields().splitlines():
+            formatter.write(f"  {line}\n")
+
+
+@click.command("record", cls=_RecordCommand)
 @click.argument("kind", required=False)
 @click.argument("action", required=False)
 @click.option("--data", "data_text", help="The entry's data: JSON text, or @FILE (@- for stdin).")
+@click.option(
+    "--example", is_flag=True, help="Print a valid --data for KIND ACTION, and record nothing."
+)
 @click.option("--key", help="Idempotency key (made up and printed when omitted).")
 @click.option(
     "--batch", "batch_text", help="@FILE with {entries: [...]} (or a list of entries) to run."
@@ -40,9 +57,13 @@ def command(
     data_text: str | None,
     key: str | None,
     batch_text: str | None,
+    example: bool,
     as_json: bool,
 ) -> None:
     """Record delivery facts: a baseline, change, decision, task, artifact or event."""
+    if example:
+        _print_example(kind, action, as_json)
+        return
     if batch_text is not None and (kind or action or data_text or key):
         raise click.UsageError("--batch takes the entries from the file; give no KIND or ACTION")
     if batch_text is None and not (kind and action):
@@ -72,6 +93,21 @@ def command(
             )
         fail(exc, as_json)
     show(answer, as_json, _render)
+
+
+def _print_example(kind: str | None, action: str | None, as_json: bool) -> None:
+    from ithaca.delivery import record_example
+
+    if not (kind and action):
+        raise click.UsageError("give KIND and ACTION, e.g. `record --example decision accept`")
+    with errors_to_exit(as_json):
+        data = record_example(kind, action)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    text = json.dumps(data, ensure_ascii=False)
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(f"\n# record it:  ithaca record {kind} {action} --data '{text}'", err=True)
 
 
 def _service(ctx: click.Context, as_json: bool) -> DeliveryService:

@@ -1,4 +1,5 @@
-"""``ithaca status``: where the project's state lives and what it holds."""
+"""``ithaca status``: the project at a glance, a line per area with the command that moves
+it on (``ithaca.cli.glance``), and everything else a script wants with ``--json``."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 import click
 
+from ithaca.cli.glance import area_lines, next_step
 from ithaca.cli.opening import opened
-from ithaca.cli.output import console, json_option, show
+from ithaca.cli.output import json_option, show
 from ithaca.kernel import IthacaError
 
 
@@ -16,7 +18,7 @@ from ithaca.kernel import IthacaError
 @json_option
 @click.pass_context
 def command(ctx: click.Context, as_json: bool) -> None:
-    """Where the project's state lives and what it holds."""
+    """The project at a glance: hosts, the turn, approvals, Ulysses, Ultragoal, delivery."""
     from ithaca.kernel import journal, lockdown, mcp_calls
 
     project = opened(ctx, as_json)
@@ -40,60 +42,22 @@ def command(ctx: click.Context, as_json: bool) -> None:
         "validators": _validator_confinement(project.config),
     }
 
-    def render(value: dict[str, Any]) -> None:
-        out = console()
-        out.print(f"[bold]Ithaca[/bold] at {value['root']}")
-        out.print(f"  state      {value['stateRoot']} (schema {value['schemaVersion']})")
-        out.print(f"  journal    {value['journalEvents']} events")
-        p = value["protocols"]
-        out.print(
-            f"  protocols  {p['base']} base, {p['userEnabled']} user enabled,"
-            f" {p['userDisabled']} disabled; strict mode {'on' if value['strict'] else 'off'}"
-        )
-        for session in value["recentSessions"]:
-            state = "loaded" if session["bundleLoaded"] else "not loaded"
-            out.print(
-                f"  session    {session['hostSessionId']}: {session['currentEventId']} ({state})"
-            )
-        from ithaca.hosts.install.sandbox import UNSANDBOXED_NOTE
+    lines = area_lines(project)
+    info["glance"] = lines
+    info["next"] = next_step(lines)
 
-        for host, profile in value["installProfiles"].items():
-            line = f"profile {profile}" if profile == "sandboxed" else UNSANDBOXED_NOTE
-            out.print(f"  {host:10} {line}", markup=False)
-        for held in value["lockdowns"]:
-            out.print(
-                f"  [bold red]LOCKDOWN[/bold red]   {held['host']} session {held['session']}"
-                f" since {held['enteredAt']}: {held['changes'][0]['path']} changed. Review it"
-                " with `ithaca doctor`, then run `ithaca doctor lift-lockdown`."
+    def render(value: dict[str, Any]) -> None:
+        click.echo(
+            f"Ithaca at {value['root']}  (schema {value['schemaVersion']},"
+            f" {value['journalEvents']} journal events)"
+        )
+        for found in value["glance"]:
+            then = (
+                f"\n             -> {found['next']}" if found["next"] and found["waiting"] else ""
             )
-        if not value["strictApproval"]:
-            out.print(
-                "  ultragoal  strict approval OFF: the agent may confirm its own stories while"
-                " planning (ultragoal.strict_approval = false in the configuration)",
-                markup=False,
-            )
-        if not value["verificationCritic"]:
-            out.print(
-                "  verification critic OFF: a coding turn may end without a passing"
-                " verification after its last change (verification.require = false)",
-                markup=False,
-            )
-        if value["validators"] != "confined":
-            out.print(f"  validators {value['validators']}", markup=False)
-        for unhooked in value["hooksNotRunning"]:
-            out.print(
-                f"  [bold red]hooks      NOT RUNNING for {unhooked['host']}[/bold red]: an MCP"
-                f" call arrived at {unhooked['at']} that no hook saw; Ithaca refused it. Run"
-                f" `ithaca install --doctor {unhooked['host']}`."
-            )
-        debugging = value["ulysses"]
-        if debugging is None:
-            out.print("  ulysses    no active debugging session")
-        else:
-            out.print(
-                f"  ulysses    {debugging['sessionId']}: {debugging['phase']}"
-                f" (S={debugging['S']}); next: {debugging['requiredAction']}"
-            )
+            click.echo(f"  {found['area']:10} {found['state']}{then}")
+        step = value["next"]
+        click.echo(f"\nnext: {step['next'] or step['state']}")
 
     show(info, as_json, render)
 

@@ -2,9 +2,10 @@
 
 Each subcommand is one operation with the seed's name and flags, so the skill text runs
 unchanged with ``ithaca ultragoal`` for its script. ``--session`` is accepted on the group
-and on every subcommand. JSON-valued flags take inline JSON or ``-`` for standard input
-(no command reads two); lists such as ``--completion-evidence`` are comma-separated.
-Writes print their result as JSON; reads print text, or JSON with ``--json``.
+and on every subcommand. JSON-valued input goes through ``--data`` (or a flag of its own,
+such as ``--observed``), inline or ``-`` for standard input (no command reads two); lists
+such as ``--completion-evidence`` are comma-separated. Every subcommand prints text, or
+JSON with ``--json``; a refusal is ``error CODE: …`` on standard error.
 
 The commands marked ★ are the user's levers: they run only once the user has confirmed
 them at their terminal (``ithaca.cli.ultragoal_consent``).
@@ -17,8 +18,16 @@ from typing import Any
 
 import click
 
-from ithaca.cli.output import emit_json, errors_to_exit
-from ithaca.cli.ultragoal_calls import call, comma_list, json_flag, present, write
+from ithaca.cli.output import emit_json, errors_to_exit, render_tree, show
+from ithaca.cli.ultragoal_calls import (
+    call,
+    comma_list,
+    json_flag,
+    present,
+    remember_json,
+    wants_json,
+    write,
+)
 from ithaca.cli.ultragoal_consent import at_terminal, budget_effect, run_as_user
 from ithaca.kernel import invalid_field
 from ithaca.ultragoal import CLASSES
@@ -46,8 +55,8 @@ def group(ctx: click.Context, session: str | None) -> None:
 @read_json_option
 @click.pass_context
 def get_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
-    """The active pursuit's state, or null."""
-    emit_json(call(ctx, "get", session, {}, as_json=as_json)["state"])
+    """The active pursuit's state (none when there is no pursuit)."""
+    show(call(ctx, "get", session, {}, as_json=as_json)["state"], as_json, render_tree)
 
 
 @group.command("status")
@@ -69,7 +78,7 @@ def status_command(ctx: click.Context, session: str | None, as_json: bool) -> No
 @click.pass_context
 def get_review_result_command(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """The code-review result the reducer derives from the current artifact."""
-    emit_json(call(ctx, "get_review_result", session, {}, as_json=as_json))
+    show(call(ctx, "get_review_result", session, {}, as_json=as_json), as_json, render_tree)
 
 
 @group.command("serialize-review-context")
@@ -80,7 +89,8 @@ def serialize_review_context_command(
     ctx: click.Context, session: str | None, as_json: bool
 ) -> None:
     """The five fields the reviewer receives."""
-    emit_json(call(ctx, "serialize_review_context", session, {}, as_json=as_json))
+    answer = call(ctx, "serialize_review_context", session, {}, as_json=as_json)
+    show(answer, as_json, render_tree)
 
 
 @group.command("serialize-requirements")
@@ -146,19 +156,19 @@ def set_command(ctx: click.Context, session: str | None, **flags: Any) -> None:
             ctx, "set", session, fields, "change the pursuit's budget", budget_effect(fields)
         )
         return
-    emit_json(call(ctx, "set", session, fields))
+    show(call(ctx, "set", session, fields), wants_json(ctx), render_tree)
 
 
 @group.command("set-stories")
 @session_option
-@click.option("--json", "stories", metavar="JSON|-", help="The story array.")
+@click.option("--data", "stories", metavar="JSON|-", help="The story array.")
 @click.option("--single", is_flag=True, help="Derive and confirm the one story.")
 @click.pass_context
 def set_stories_command(
     ctx: click.Context, session: str | None, stories: str | None, single: bool
 ) -> None:
     """Replace the story set (planning)."""
-    value = json_flag("json", stories)
+    value = json_flag("data", stories)
     write(ctx, "set_stories", session, stories=value, single=single or None)
 
 
@@ -201,7 +211,7 @@ _rationale = click.option("--rationale", help="Why this change.")
 
 @group.command("add-story")
 @session_option
-@click.option("--json", "story", required=True, metavar="JSON|-")
+@click.option("--data", "story", required=True, metavar="JSON|-")
 @_evidence_text
 @_rationale
 @click.pass_context
@@ -209,14 +219,14 @@ def add_story_command(
     ctx: click.Context, session: str | None, story: str, evidence: str, rationale: str
 ) -> None:
     """Append a story (unconfirmed)."""
-    value = json_flag("json", story)
+    value = json_flag("data", story)
     write(ctx, "add_story", session, story=value, evidence=evidence, rationale=rationale)
 
 
 @group.command("revise-story")
 @session_option
 @click.argument("story_id")
-@click.option("--json", "patch", required=True, metavar="JSON|-")
+@click.option("--data", "patch", required=True, metavar="JSON|-")
 @_evidence_text
 @_rationale
 @click.pass_context
@@ -229,7 +239,7 @@ def revise_story_command(
     rationale: str,
 ) -> None:
     """Patch a story; it returns to unconfirmed."""
-    value = json_flag("json", patch)
+    value = json_flag("data", patch)
     write(
         ctx,
         "revise_story",
@@ -257,7 +267,7 @@ def retire_story_command(
 @group.command("split-story")
 @session_option
 @click.argument("story_id")
-@click.option("--json", "replacements", required=True, metavar="JSON|-")
+@click.option("--data", "replacements", required=True, metavar="JSON|-")
 @_evidence_text
 @_rationale
 @click.pass_context
@@ -270,7 +280,7 @@ def split_story_command(
     rationale: str,
 ) -> None:
     """Retire a story in favour of two or more replacements."""
-    value = json_flag("json", replacements)
+    value = json_flag("data", replacements)
     write(
         ctx,
         "split_story",
@@ -294,7 +304,7 @@ def run_story_validator_command(
     fields: dict[str, Any] = {"id": story_id}
     if observed is not None:
         fields["observed"] = json_flag("observed", observed)
-    emit_json(call(ctx, "run_story_validator", session, fields))
+    show(call(ctx, "run_story_validator", session, fields), wants_json(ctx), render_tree)
 
 
 # --- objective lane and completion ------------------------------------------------------
@@ -302,18 +312,18 @@ def run_story_validator_command(
 
 @group.command("record-story-verdict")
 @session_option
-@click.option("--json", "verdict", required=True, metavar="JSON|-")
+@click.option("--data", "verdict", required=True, metavar="JSON|-")
 @click.pass_context
 def record_story_verdict_command(ctx: click.Context, session: str | None, verdict: str) -> None:
     """Record {id, verdict, evidence_refs, verifier} for a story."""
-    value = json_flag("json", verdict)
-    with errors_to_exit(True):
+    value = json_flag("data", verdict)
+    with errors_to_exit(wants_json(ctx)):
         if not isinstance(value, dict):
-            raise invalid_field("/json", "WRONG_TYPE", "--json must be a JSON object")
+            raise invalid_field("/data", "WRONG_TYPE", "--data must be a JSON object")
         for reserved in ("operation", "session"):
             if reserved in value:
                 raise invalid_field(f"/{reserved}", "UNKNOWN_FIELD", f"{reserved} is not a field")
-    emit_json(call(ctx, "record_story_verdict", session, value))
+    show(call(ctx, "record_story_verdict", session, value), wants_json(ctx), render_tree)
 
 
 @group.command("set-verdict")
@@ -383,13 +393,13 @@ def review_ticket_command(ctx: click.Context, session: str | None) -> None:
 @group.command("submit-review")
 @session_option
 @click.option("--nonce", required=True)
-@click.option("--json", "artifact", required=True, metavar="JSON|-")
+@click.option("--data", "artifact", required=True, metavar="JSON|-")
 @click.pass_context
 def submit_review_command(
     ctx: click.Context, session: str | None, nonce: str, artifact: str
 ) -> None:
     """Reviewer: store the review artifact under a claimed dispatch."""
-    value = json_flag("json", artifact)
+    value = json_flag("data", artifact)
     write(ctx, "submit_review", session, nonce=nonce, artifact=value)
 
 
@@ -471,3 +481,17 @@ def set_budget_limited_command(ctx: click.Context, session: str | None) -> None:
     run_as_user(
         ctx, "set_budget_limited", session, {}, "pause the pursuit", "pause it as budget_limited"
     )
+
+
+# Every subcommand prints JSON with --json; the reads above declare it themselves.
+for _command in group.commands.values():
+    if not any(param.name == "as_json" for param in _command.params):
+        _command.params.append(
+            click.Option(
+                ["--json", "as_json"],
+                is_flag=True,
+                expose_value=False,
+                callback=remember_json,
+                help="Print JSON instead of text.",
+            )
+        )

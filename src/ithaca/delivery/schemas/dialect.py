@@ -96,29 +96,60 @@ def _is_strict_object(schema: Schema) -> bool:
 
 # --- checker ----------------------------------------------------------------------------
 
+# The problems one check found, in the order the value was walked.
+Found = list[InvalidInput]
+
 
 def check(schema: Schema, value: Any, pointer: str = "") -> Any:
-    """``value`` normalised, or ``InvalidInput`` ``VALIDATION_ERROR`` at the first problem."""
+    """``value`` normalised, or ``InvalidInput`` ``VALIDATION_ERROR`` listing every problem
+    (``details.problems``, each with its JSON pointer; the first is also ``details.pointer``
+    and ``details.problem``), so a caller can fix them all at once."""
+    found: Found = []
+    checked = _check(schema, value, pointer, found)
+    if not found:
+        return checked
+    if len(found) == 1:
+        raise found[0]
+    first = found[0]
+    listed = [{**problem.details, "message": problem.message} for problem in found]
+    raise InvalidInput(
+        "VALIDATION_ERROR",
+        f"{len(found)} problems: " + "; ".join(problem.message for problem in found),
+        {
+            "pointer": first.details["pointer"],
+            "problem": first.details["problem"],
+            "problems": listed,
+        },
+    )
+
+
+def _check(schema: Schema, value: Any, pointer: str, found: Found) -> Any:
     if "oneOf" in schema:
-        return _check_one_of(schema["oneOf"], value, pointer)
+        return _check_one_of(schema["oneOf"], value, pointer, found)
     kinds = schema.get("type")
     if kinds is not None:
         names = [kinds] if isinstance(kinds, str) else kinds
         if not any(_is_type(value, name) for name in names):
-            raise validation_error(pointer, "WRONG_TYPE", f"expected {' or '.join(names)}")
+            return _problem(found, value, pointer, "WRONG_TYPE", f"expected {' or '.join(names)}")
     if "const" in schema and not _same(value, schema["const"]):
-        raise validation_error(pointer, "NOT_ALLOWED", f"must be {schema['const']!r}")
+        return _problem(found, value, pointer, "NOT_ALLOWED", f"must be {schema['const']!r}")
     if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
         options = ", ".join(str(option) for option in schema["enum"])
-        raise validation_error(pointer, "NOT_ALLOWED", f"must be one of {options}")
+        return _problem(found, value, pointer, "NOT_ALLOWED", f"must be one of {options}")
     if isinstance(value, str):
-        _check_string(schema, value, pointer)
+        _check_string(schema, value, pointer, found)
     elif _is_type(value, "number"):
-        _check_number(schema, value, pointer)
+        _check_number(schema, value, pointer, found)
     elif isinstance(value, list):
-        return _check_array(schema, value, pointer)
+        return _check_array(schema, value, pointer, found)
     elif isinstance(value, dict):
-        return _check_object(schema, value, pointer)
+        return _check_object(schema, value, pointer, found)
+    return value
+
+
+def _problem(found: Found, value: Any, pointer: str, problem: str, message: str) -> Any:
+    """Note a problem at ``pointer``; the value is returned as it came (it is never used)."""
+    found.append(validation_error(pointer, problem, message))
     return value
 
 
@@ -134,102 +165,105 @@ def _same(value: Any, expected: Any) -> bool:
     return type(value) is type(expected) and value == expected
 
 
-def _check_string(schema: Schema, value: str, pointer: str) -> None:
+def _check_string(schema: Schema, value: str, pointer: str, found: Found) -> None:
     if len(value) < schema.get("minLength", 0):
         if not value:
-            raise validation_error(pointer, "TOO_SHORT", "must not be empty")
-        raise validation_error(
-            pointer, "TOO_SHORT", f"must be at least {schema['minLength']} characters"
-        )
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        raise validation_error(
-            pointer, "TOO_LONG", f"must be at most {schema['maxLength']} characters"
-        )
-    if "pattern" in schema and _pattern(schema["pattern"]).fullmatch(value) is None:
-        raise validation_error(pointer, "WRONG_FORMAT", f"must match {schema['pattern']}")
+            _problem(found, value, pointer, "TOO_SHORT", "must not be empty")
+        else:
+            minimum = schema["minLength"]
+            _problem(found, value, pointer, "TOO_SHORT", f"must be at least {minimum} characters")
+    elif "maxLength" in schema and len(value) > schema["maxLength"]:
+        maximum = schema["maxLength"]
+        _problem(found, value, pointer, "TOO_LONG", f"must be at most {maximum} characters")
+    elif "pattern" in schema and _pattern(schema["pattern"]).fullmatch(value) is None:
+        _problem(found, value, pointer, "WRONG_FORMAT", f"must match {schema['pattern']}")
 
 
-def _check_number(schema: Schema, value: float, pointer: str) -> None:
+def _check_number(schema: Schema, value: float, pointer: str, found: Found) -> None:
     low, high = schema.get("minimum"), schema.get("maximum")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise validation_error(pointer, "OUT_OF_RANGE", f"must lie within [{low}, {high}]")
+        _problem(found, value, pointer, "OUT_OF_RANGE", f"must lie within [{low}, {high}]")
 
 
-def _check_array(schema: Schema, value: list[Any], pointer: str) -> list[Any]:
+def _check_array(schema: Schema, value: list[Any], pointer: str, found: Found) -> list[Any]:
     if len(value) < schema.get("minItems", 0):
-        raise validation_error(
-            pointer, "TOO_FEW_ITEMS", f"needs at least {schema['minItems']} items"
-        )
+        minimum = schema["minItems"]
+        _problem(found, value, pointer, "TOO_FEW_ITEMS", f"needs at least {minimum} items")
+        return value
     if "maxItems" in schema and len(value) > schema["maxItems"]:
-        raise validation_error(
-            pointer, "TOO_MANY_ITEMS", f"takes at most {schema['maxItems']} items"
-        )
+        maximum = schema["maxItems"]
+        _problem(found, value, pointer, "TOO_MANY_ITEMS", f"takes at most {maximum} items")
+        return value
     items = schema.get("items")
     checked = [
-        item if items is None else check(items, item, f"{pointer}/{index}")
+        item if items is None else _check(items, item, f"{pointer}/{index}", found)
         for index, item in enumerate(value)
     ]
-    if schema.get("x-set"):
+    if schema.get("x-set") and all(isinstance(item, str) for item in checked):
         return sorted(set(checked))
     return checked
 
 
-def _check_object(schema: Schema, value: dict[str, Any], pointer: str) -> dict[str, Any]:
+def _check_object(
+    schema: Schema, value: dict[str, Any], pointer: str, found: Found
+) -> dict[str, Any]:
     properties: dict[str, Schema] | None = schema.get("properties")
     if properties is None:
         return value
     if schema.get("additionalProperties") is False:
         for name in sorted(value):
             if name not in properties:
-                raise validation_error(
-                    _child(pointer, name), "UNKNOWN_FIELD", f"{name!r} is not a field here"
-                )
+                here = _child(pointer, name)
+                _problem(found, value, here, "UNKNOWN_FIELD", f"{name!r} is not a field here")
     for name in schema.get("required", ()):
         if name not in value:
-            raise validation_error(_child(pointer, name), "MISSING_FIELD", "is required")
+            _problem(found, value, _child(pointer, name), "MISSING_FIELD", "is required")
     if len(value) < schema.get("minProperties", 0):
         fields = ", ".join(sorted(properties))
-        raise validation_error(pointer, "TOO_FEW_FIELDS", f"give at least one of {fields}")
+        _problem(found, value, pointer, "TOO_FEW_FIELDS", f"give at least one of {fields}")
     for group in schema.get("x-exclusive", ()):
         given = [name for name in group if name in value]
         if len(given) > 1:
-            raise validation_error(
-                _child(pointer, given[1]),
-                "CONFLICTING_FIELDS",
-                f"give {' or '.join(group)}, not both",
+            here = _child(pointer, given[1])
+            _problem(
+                found, value, here, "CONFLICTING_FIELDS", f"give {' or '.join(group)}, not both"
             )
     checked: dict[str, Any] = {}
     for name, field in properties.items():
         if name in value:
-            checked[name] = check(field, value[name], _child(pointer, name))
+            checked[name] = _check(field, value[name], _child(pointer, name), found)
         elif "default" in field:
             checked[name] = copy.deepcopy(field["default"])
     return checked
 
 
-def _check_one_of(options: list[Schema], value: Any, pointer: str) -> Any:
-    """Choose the object shape whose required fields are present, then check against it."""
+def _check_one_of(options: list[Schema], value: Any, pointer: str, found: Found) -> Any:
+    """Choose the object shape whose required fields are present, then check against it;
+    the problems reported are those of the first candidate shape."""
     if value is None and any(option.get("type") == "null" for option in options):
         return None
     if not isinstance(value, dict):
-        raise validation_error(pointer, "WRONG_TYPE", "expected object")
+        return _problem(found, value, pointer, "WRONG_TYPE", "expected object")
     shapes = [option for option in options if option.get("type") == "object"]
     candidates = [s for s in shapes if all(name in value for name in s.get("required", ()))]
     if not candidates:
         described = " | ".join("{" + ", ".join(s.get("required", ())) + "}" for s in shapes)
-        raise validation_error(pointer, "NO_MATCHING_SHAPE", f"expected one of {described}")
-    first_error: InvalidInput | None = None
+        return _problem(found, value, pointer, "NO_MATCHING_SHAPE", f"expected one of {described}")
+    first_problems: Found | None = None
     matches = []
     for shape in candidates:
-        try:
-            matches.append(check(shape, value, pointer))
-        except InvalidInput as exc:
-            first_error = first_error or exc
+        own: Found = []
+        checked = _check(shape, value, pointer, own)
+        if own:
+            first_problems = own if first_problems is None else first_problems
+        else:
+            matches.append(checked)
     if len(matches) == 1:
         return matches[0]
-    if first_error is not None and not matches:
-        raise first_error
-    raise validation_error(pointer, "AMBIGUOUS_SHAPE", "matches more than one shape")
+    if first_problems is not None and not matches:
+        found.extend(first_problems)
+        return value
+    return _problem(found, value, pointer, "AMBIGUOUS_SHAPE", "matches more than one shape")
 
 
 def _child(pointer: str, name: str) -> str:
