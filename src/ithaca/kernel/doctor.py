@@ -39,6 +39,9 @@ REPAIRS: tuple[str, ...] = tuple(collected("DOCTOR_REPAIRS"))
 REBUILDS: tuple[str, ...] = tuple(collected("DOCTOR_REBUILDS"))
 
 DB_SIDE_FILES = ("", "-wal", "-shm")
+# A finding's severity as its check's status: an ``info`` finding (something worth
+# knowing, nothing wrong) leaves its check ``ok``.
+CHECK_STATUS = {"error": "error", "warning": "warning", "info": "ok"}
 
 
 def check(project: Any, store: Store, *, full: bool = False) -> dict[str, Any]:
@@ -426,7 +429,7 @@ def _checks(name: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
             "id": name,
-            "status": "error" if finding["severity"] == "error" else "warning",
+            "status": CHECK_STATUS.get(finding["severity"], "warning"),
             "code": finding["code"],
             "message": finding["message"],
             "details": {k: v for k, v in finding.items() if k not in ("code", "message")},

@@ -194,9 +194,11 @@ def test_repair_backs_up_first_then_rolls_back_a_dead_writers_intent(
     project: IthacaProject, project_dir: Path, state_root: Path
 ) -> None:
     orphan = leave_dead_intent(project, state_root)
-    found = codes(inspect(project_dir))
-    assert ("RECOVERY_PENDING", "int_dead") in found
-    assert ("FILE_UNREGISTERED", "decisions/baseline/dec-orphan.json") in found
+    inspected = inspect(project_dir)
+    assert codes(inspected) == {("RECOVERY_PENDING", "int_dead")}  # the file is the unit's
+    (unit,) = inspected["findings"]
+    assert unit["files"] == [{"path": "decisions/baseline/dec-orphan.json", "state": "written"}]
+    assert unit["fix"] == "ithaca doctor --repair"
     assert orphan.exists()  # inspecting recovered nothing
 
     result = run(project_dir, "doctor", "--repair", "--json")

@@ -1,171 +1,37 @@
-"""``ithaca run-plan`` (reference §9.6) with a real worker: a small Python program that
-reports what it was given and, depending on its mode, does its task (writes the declared
-file, commits, writes its output and runs ``ithaca record task_outcome complete``), exits
-0 without doing anything, writes a file another task writes too, talks too much, hangs,
-or leaves a process behind."""
+"""``ithaca run-plan`` (reference §9.6) with a real worker (``conftest.WORKER``): refusals,
+waves merged into the integration branch, pauses that name the worker log, timeouts and
+what a worker leaves behind, and the progress each step reports."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import subprocess
+import logging
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from tests.delivery.run_plan.conftest import (
+    NOT_A_SHELL,
+    configure,
+    db,
+    git,
+    report,
+    run,
+    statuses,
+)
 
-from ithaca.app import IthacaProject
 from ithaca.cli.commands.run_plan import command as run_plan_command
+from ithaca.delivery.run_plan import progress as run_plan_progress
 from ithaca.delivery.run_plan import worker as run_plan_worker
 from ithaca.delivery.run_plan.dispatcher import run_plan
 from ithaca.delivery.sessions import acquire as sessions_acquire
 from ithaca.delivery.sessions import worktrees
 from ithaca.delivery.units import owners as processes
-from ithaca.kernel.config import defaults
 from ithaca.kernel.errors import InvalidInput, IthacaError, Refused
-
-WORKER = """
-import json, os, subprocess, sys
-
-mode = sys.argv[1]
-task = os.environ["ITHACA_TASK_ID"]
-with open(os.path.join(os.environ["REPORT_DIR"], task + ".json"), "w") as out:
-    json.dump({"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd()}, out)
-if mode == "idle":
-    sys.exit(0)
-if mode == "chatty":
-    print("x" * 5000)
-    sys.exit(0)
-if mode == "hang":
-    import time
-    time.sleep(60)
-if mode in ("orphan", "deaf-orphan"):
-    deaf = ["sh", "-c", "trap '' TERM; exec sleep 60"]
-    quiet = subprocess.DEVNULL if mode == "deaf-orphan" else None
-    left = subprocess.Popen(
-        deaf if mode == "deaf-orphan" else ["sleep", "60"], stdout=quiet, stderr=quiet
-    )
-    with open(os.path.join(os.environ["REPORT_DIR"], task + "." + mode), "w") as out:
-        out.write(str(left.pid))
-    sys.exit(0)
-with open(os.environ["ITHACA_PACKET_PATH"]) as packet_file:
-    packet = json.load(packet_file)
-target = "shared.txt" if mode == "clash" else packet["task"]["files_modified"][0]
-os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-with open(target, "w") as out:
-    out.write("written by " + task + "\\n")
-subprocess.run(["git", "add", "-A"], check=True)
-subprocess.run(["git", "commit", "-qm", task], check=True)
-result = {"task_id": task, "status": "completed", "summary": task + " done",
-          "changed_files": [target], "verification": {"argv": ["true"], "exit_code": 0}}
-with open(os.environ["ITHACA_OUTPUT_PATH"], "w") as out:
-    json.dump(result, out)
-data = {"task_id": task, "session_id": os.environ["ITHACA_DELIVERY_SESSION"],
-        "packet_digest": os.environ["ITHACA_PACKET_DIGEST"]}
-subprocess.run([sys.executable, "-m", "ithaca", "record", "task_outcome", "complete",
-                "--data", json.dumps(data)], check=True)
-"""
-NOT_A_SHELL = "$HOME;echo hacked"
-
-
-def git(root: Path | str, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-@pytest.fixture
-def change(project_dir: Path, record: Any, new_change: Any, service: Any) -> str:
-    """Change add-login: T-1 (src/a.py) and T-2 (src/b.py) side by side, then T-3
-    (src/c.py) after both; its plan is accepted."""
-    git(project_dir, "config", "user.email", "dev@example.com")
-    git(project_dir, "config", "user.name", "Dev")
-    (project_dir / "README.md").write_text("app\n")
-    git(project_dir, "add", "-A")
-    git(project_dir, "commit", "-qm", "first")
-    new_change()
-    for task_id, path, deps in (
-        ("T-1", "src/a.py", []),
-        ("T-2", "src/b.py", []),
-        ("T-3", "src/c.py", ["T-1", "T-2"]),
-    ):
-        record(
-            "task_contract",
-            "define",
-            {
-                "id": task_id,
-                "change_id": "add-login",
-                "title": f"Write {path}",
-                "verification": {"argv": ["true"]},
-                "files_modified": [path],
-                "deps": deps,
-            },
-        )
-    accept_plan(service)
-    return "add-login"
-
-
-def accept_plan(service: Any, key: str = "plan-1") -> None:
-    answer = service.checkpoint(
-        {
-            "stage": "plan",
-            "scope": {"change_id": "add-login"},
-            "payload": {"summary": "three tasks"},
-            "idempotency_key": key,
-        }
-    )
-    assert answer["accepted"] is True
-
-
-@pytest.fixture
-def reports(tmp_path: Path) -> Path:
-    folder = tmp_path / "reports"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def settings(tmp_path: Path, reports: Path) -> Any:
-    """``settings(mode)``: the configuration with a worker in that mode."""
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-
-    def make(mode: str = "work", **run_plan: Any) -> dict[str, Any]:
-        config = defaults()
-        config["run_plan"].update(
-            {
-                "worker": [sys.executable, str(script), mode, NOT_A_SHELL],
-                "env": {"REPORT_DIR": str(reports)},
-                "timeout_s": 120,
-                **run_plan,
-            }
-        )
-        return config
-
-    return make
-
-
-def run(project: IthacaProject, config: dict[str, Any], **options: Any) -> dict[str, Any]:
-    return run_plan(
-        project.project, project.store, {**project.config, **config}, "add-login", **options
-    )
-
-
-def db(project: IthacaProject) -> sqlite3.Connection:
-    return sqlite3.connect(project.project.db_path, isolation_level=None)
-
-
-def statuses(project: IthacaProject) -> dict[str, str]:
-    with db(project) as conn:
-        return dict(conn.execute("SELECT id, status FROM delivery_tasks ORDER BY id"))
-
-
-def report(reports: Path, task_id: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads((reports / f"{task_id}.json").read_text())
-    return found
-
 
 # --- refusals -------------------------------------------------------------------------------
 
@@ -393,3 +259,133 @@ def test_the_cli_reads_the_worker_from_the_local_config(project, project_dir, ch
     )
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["pause"]["reason"] == "TASK_NOT_CONVERGED"
+
+
+# --- progress and stopping --------------------------------------------------------------------
+
+
+def events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [
+        record.ithaca_progress
+        for record in caplog.records
+        if record.name == run_plan_progress.LOGGER and hasattr(record, "ithaca_progress")
+    ]
+
+
+def test_each_wave_and_task_is_reported_as_it_goes(project, change, settings, caplog):
+    caplog.set_level(logging.INFO, logger=run_plan_progress.LOGGER)
+    answer = run(project, settings(), max_parallel=1)
+    assert answer["status"] == "completed"
+    seen = [
+        (found["event"], found.get("wave"), found.get("task_id"), found.get("outcome"))
+        for found in events(caplog)
+        if found["event"] != "waiting"
+    ]
+    assert seen == [
+        ("run_started", None, None, None),
+        ("wave_started", 1, None, None),
+        ("task_started", 1, "T-1", None),
+        ("task_finished", 1, "T-1", "integrated"),
+        ("task_started", 1, "T-2", None),
+        ("task_finished", 1, "T-2", "integrated"),
+        ("wave_finished", 1, None, "completed"),
+        ("wave_started", 2, None, None),
+        ("task_started", 2, "T-3", None),
+        ("task_finished", 2, "T-3", "integrated"),
+        ("wave_finished", 2, None, "completed"),
+    ]
+    started = [found for found in events(caplog) if found["event"] == "task_started"]
+    assert all(Path(found["log"]).is_file() for found in started)
+    assert all(found["log"].endswith(f"{found['session_id']}/worker.log") for found in started)
+
+
+def test_nothing_is_reported_when_nobody_listens(project, change, settings, caplog):
+    run(project, settings("idle"), max_parallel=1)
+    assert events(caplog) == []
+
+
+def test_a_pause_names_the_worker_log_to_read(project, change, settings):
+    answer = run(project, settings("chatty"), max_parallel=1)
+    pause = answer["pause"]
+    assert pause["reason"] == "TASK_NOT_CONVERGED" and pause["task_id"] == "T-1"
+    log = Path(pause["log"])
+    assert log == Path(project.project.runtime, "sessions", pause["session_id"], "worker.log")
+    assert log.read_text().startswith("x" * 100)
+    first = answer["waves"][0]["tasks"][0]
+    assert first["log"] == pause["log"]
+
+
+def test_the_cli_shows_plain_progress_lines_off_a_terminal(
+    project, project_dir, change, settings, monkeypatch
+):
+    configure(project, settings("idle"))
+    monkeypatch.chdir(project_dir)
+    result = CliRunner().invoke(
+        run_plan_command,
+        ["add-login", "--max-parallel", "1"],
+        obj={"project_path": str(project_dir)},
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("run-plan add-login: started run run_")
+    assert "wave 1/2: T-1, T-2" in lines
+    session_id = next(line for line in lines if "T-1 started" in line).split()[3].rstrip(");")
+    log = os.path.join(".ithaca", ".runtime", "sessions", session_id, "worker.log")
+    assert Path(log).is_file()
+    assert f"  T-1 started (session {session_id}); log: {log}" in lines
+    paused = f"  T-1 paused: TASK_NOT_CONVERGED (worker exit 0); read its worker log: {log}"
+    assert paused in lines
+    assert "wave 1/2 paused: TASK_NOT_CONVERGED" in lines
+    assert not any(char in result.stderr for char in "\r\x1b\b")
+    assert f"  read the worker log: {log}" in result.stdout
+    assert "fix it, then run again: ithaca run-plan add-login --max-parallel 1" in result.stdout
+
+
+def test_json_prints_the_answer_only(project, project_dir, change, settings):
+    configure(project, settings("idle"))
+    result = CliRunner().invoke(
+        run_plan_command, ["add-login", "--json"], obj={"project_path": str(project_dir)}
+    )
+    assert result.exit_code == 1
+    answer = json.loads(result.stdout)
+    assert answer["pause"]["log"].endswith("worker.log")
+    # run from elsewhere, the command names the project
+    assert answer["resume"] == f"ithaca --project {project_dir} run-plan add-login"
+    assert result.stderr == ""
+
+
+DEAF = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 300"])
+print(child.pid, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_stopping_all_workers_kills_each_whole_group_after_the_grace(tmp_path):
+    launched = []
+    for number, script in enumerate((DEAF, "import time; time.sleep(300)")):
+        launched.append(
+            run_plan_worker.launch(
+                (sys.executable, "-c", script),
+                {"PATH": "/usr/bin:/bin"},
+                str(tmp_path),
+                str(tmp_path / f"{number}.log"),
+                session_id=f"s{number}",
+                task_id=f"T-{number}",
+                timeout_s=600,
+            )
+        )
+    deaf_log = tmp_path / "0.log"
+    deadline = time.monotonic() + 60
+    while not deaf_log.read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the deaf worker has started its child
+    child = int(deaf_log.read_text())
+
+    run_plan_worker.stop_all(launched, grace_s=0.5)
+
+    assert all(not processes.group_is_alive(worker.process.pid) for worker in launched)
+    assert not processes.is_alive(child, None)
+    assert [worker.process.returncode for worker in launched] == [-9, -15]

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     "--repair",
     is_flag=True,
     help="Back up (verified) first, then migrate, settle interrupted writes, free orphaned"
-    " tasks and rewrite lost lesson files.",
+    " tasks, remove stale worktrees and branches (each backed up first) and rewrite lost"
+    " lesson files.",
 )
 @click.option(
     "--rebuild",
@@ -184,5 +185,21 @@ def _render_check(out: Any, value: dict[str, Any]) -> None:
         out.print(
             f"  {finding['severity']:<7} {finding['code']}: {finding['message']}", markup=False
         )
+        _render_unit_files(out, finding.get("files"))
     verdict = {"healthy": "[green]OK[/green]", "degraded": "[yellow]Warnings[/yellow]"}
     out.print(verdict.get(value["status"], "[red]Problems found[/red]"))
+
+
+# How many of a pending unit's files the text report lists (``--json`` has them all).
+SHOWN_FILES = 20
+
+
+def _render_unit_files(out: Any, files: Any) -> None:
+    """The files a pending recoverable unit moved or wrote, one a line, under its finding."""
+    if not isinstance(files, list):
+        return
+    for entry in files[:SHOWN_FILES]:
+        where = f" → {entry['now_at']}" if entry.get("now_at") else ""
+        out.print(f"            {entry['state']:<8} {entry['path']}{where}", markup=False)
+    if len(files) > SHOWN_FILES:
+        out.print(f"            … and {len(files) - SHOWN_FILES} more (--json lists them)")

@@ -14,9 +14,17 @@ behind (``WORKTREE_ORPHANED``: ``.ithaca-work/worktrees/<sid>/``, or
 ``SESSION_FOLDER_ORPHANED``: ``.ithaca/.runtime/sessions/<sid>/`` and
 ``.ithaca-work/outputs/<sid>/``), a team ledger gone since this
 checkout last synced (``LEDGER_MISSING``) and a Git repository whose config lacks the
-ledger's merge driver (``MERGE_DRIVER_MISSING``: clones do not copy it). Checking reads
+ledger's merge driver (``MERGE_DRIVER_MISSING``: clones do not copy it), and the
+worktrees and branches sessions and run-plan made that nothing uses any more
+(``WORKTREE_STALE``, ``BRANCH_STALE``: ``ithaca.delivery.doctor.stale``). Checking reads
 only; changed files are reported, never repaired: only their author knows which side is
 right.
+
+The files a pending recoverable unit has moved or written are not reported one by one as
+missing or unregistered, which would read like lost data: they are listed in the unit's
+one finding (``RECOVERY_PENDING`` when its writer died, with the command that rolls it
+back; ``UNIT_IN_PROGRESS``, for information, while its writer still runs), as
+``ithaca.delivery.units.pending`` accounts for them.
 """
 
 from __future__ import annotations
@@ -26,12 +34,13 @@ import stat
 from typing import Any
 
 from ithaca.delivery.checkpoints import rows as checkpoints
+from ithaca.delivery.doctor import stale
 from ithaca.delivery.ledger import driver_setup as sync_install
 from ithaca.delivery.ledger.format import LEDGER_PATH
 from ithaca.delivery.sessions import leases, packets, worktrees
 from ithaca.delivery.sessions import rows as sessions_rows
 from ithaca.delivery.units import owners as processes
-from ithaca.delivery.units import registry
+from ithaca.delivery.units import pending, registry
 from ithaca.kernel import ids
 from ithaca.kernel.errors import Corrupt
 from ithaca.kernel.project import Project, git_top
@@ -42,6 +51,8 @@ if TYPE_CHECKING:
 
 # Folders under the state root whose files only Ithaca writes, each one registered.
 TRACKED_PLANES = ("specs", "decisions", "docs/research", "changes", "reports/templates")
+# The one command that settles what a dead writer left.
+REPAIR_COMMAND = "ithaca doctor --repair"
 # A running session whose lease ran out this many TTLs ago has no owner left.
 ORPHANED_AFTER_TTLS = 2
 # The folders holding one entry per session, which a spawn fills before its session row
@@ -59,23 +70,56 @@ Finding = dict[str, Any]
 
 def check(project: Project, conn: sqlite3.Connection) -> list[Finding]:
     """Every delivery finding; reads only."""
+    units = pending.pending_units(conn)
+    files = _file_findings(project.state_root, conn, units)  # first: it fills units' files
     return [
-        *_file_findings(project.state_root, conn),
+        *files,
         *_checkpoint_findings(conn),
-        *_intent_findings(conn),
+        *_intent_findings(conn, units),
         *_orphaned_session_findings(conn),
         *_orphaned_task_findings(conn),
         *_leftover_findings(project, conn),
+        *stale.findings(project, conn),
         *_ledger_findings(project, conn),
     ]
 
 
-def _file_findings(state_root: str, conn: sqlite3.Connection) -> list[Finding]:
+def _file_findings(
+    state_root: str, conn: sqlite3.Connection, units: list[pending.PendingUnit]
+) -> list[Finding]:
+    """Registered files against the disk; the files a pending unit accounts for are
+    left to that unit's finding (``units``, whose ``files`` this fills)."""
     found = []
     registered = dict(conn.execute("SELECT path, digest FROM delivery_files ORDER BY path"))
+    digests: dict[str, str | None] = {}
+
+    def digest_of(path: str) -> str | None:
+        if path not in digests:
+            digests[path] = registry.file_digest(state_root, path)
+        return digests[path]
+
+    explained, moved_here = pending.explain(units, registered, digest_of)
     for path, digest in registered.items():
-        actual = registry.file_digest(state_root, path)
-        if actual is None:
+        if path in explained:
+            continue
+        actual = digest_of(path)
+        moved = next((end for unit in units if (end := unit.moved_to(path))), None)
+        if actual is None and moved is not None and digest_of(moved) is not None:
+            moved_here.add(moved)  # reported here, not as the unit's
+            found.append(
+                _finding(
+                    "FILE_DIGEST_MISMATCH",
+                    "error",
+                    f"{path} lies at {moved} while the unit that moved it is pending, and was"
+                    " changed outside Ithaca; `ithaca doctor --repair` moves it back, then"
+                    " restore it from Git or record the change anew",
+                    path,
+                    expected=digest,
+                    actual=digest_of(moved),
+                    now_at=moved,
+                )
+            )
+        elif actual is None:
             found.append(_finding("FILE_MISSING", "error", f"{path} is registered but gone", path))
         elif actual != digest:
             found.append(
@@ -90,7 +134,9 @@ def _file_findings(state_root: str, conn: sqlite3.Connection) -> list[Finding]:
                 )
             )
     for path in tracked_files(state_root):
-        if path not in registered:
+        if path in registered or path in moved_here:
+            continue
+        if not pending.explain_unregistered(units, path, digest_of(path)):
             found.append(
                 _finding(
                     "FILE_UNREGISTERED",
@@ -117,22 +163,67 @@ def _checkpoint_findings(conn: sqlite3.Connection) -> list[Finding]:
     return found
 
 
-def _intent_findings(conn: sqlite3.Connection) -> list[Finding]:
-    rows = conn.execute(
-        "SELECT id, op, status, owner_pid, owner_start FROM delivery_fs_intents"
-        " WHERE status IN ('pending', 'committed') ORDER BY created_at, id"
-    )
-    return [
-        _finding(
-            "RECOVERY_PENDING",
-            "warning",
-            f"{op} ({status}) was left by a writer that died; `ithaca doctor --repair`"
-            f" {'rolls its files back' if status == 'pending' else 'finishes it'}",
-            intent_id,
+def _intent_findings(conn: sqlite3.Connection, units: list[pending.PendingUnit]) -> list[Finding]:
+    """One finding per unit a writer left unsettled: a pending one with every file it
+    moved or wrote (``_file_findings`` filled ``units``) and the command that rolls it
+    back; a committed one (its rows and files are in) with the command that finishes it."""
+    found = []
+    for unit in units:
+        files = sorted(unit.files, key=lambda entry: entry["path"])
+        details = {
+            "intent": unit.intent_id,
+            "op": unit.op,
+            "intent_status": "pending",
+            "owner_pid": unit.owner_pid,
+            "files": files,
+            "renames": unit.renames,
+        }
+        if unit.alive:
+            found.append(
+                _finding(
+                    "UNIT_IN_PROGRESS",
+                    "info",
+                    f"{unit.op} {unit.intent_id} is being written by pid {unit.owner_pid}"
+                    f" ({pending.describe(unit)}); its files land with its commit",
+                    unit.intent_id,
+                    **details,
+                )
+            )
+            continue
+        found.append(
+            _finding(
+                "RECOVERY_PENDING",
+                "warning",
+                f"{unit.op} {unit.intent_id} stopped before it committed (its writer, pid"
+                f" {unit.owner_pid}, is gone): it {pending.describe(unit)}. Nothing is lost:"
+                f" `{REPAIR_COMMAND}` rolls it back and restores every file as it was",
+                unit.intent_id,
+                fix=REPAIR_COMMAND,
+                **details,
+            )
         )
-        for intent_id, op, status, pid, start in rows
-        if not processes.is_alive(pid, start)
-    ]
+    rows = conn.execute(
+        "SELECT id, op, owner_pid, owner_start FROM delivery_fs_intents"
+        " WHERE status = 'committed' ORDER BY created_at, id"
+    )
+    for intent_id, op, pid, start in rows:
+        if processes.is_alive(pid, start):
+            continue
+        found.append(
+            _finding(
+                "RECOVERY_PENDING",
+                "warning",
+                f"{op} {intent_id} committed, but its writer (pid {pid}) died before the"
+                f" work after the commit; `{REPAIR_COMMAND}` finishes it",
+                intent_id,
+                intent=intent_id,
+                op=op,
+                intent_status="committed",
+                owner_pid=pid,
+                fix=REPAIR_COMMAND,
+            )
+        )
+    return found
 
 
 def _orphaned_session_findings(conn: sqlite3.Connection) -> list[Finding]:

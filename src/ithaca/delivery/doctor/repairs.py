@@ -4,8 +4,11 @@ Repair, in order: settles dead writers' intents (the same recovery a service run
 open); ends orphaned sessions as ``crashed`` (their task back to ``pending``, one more
 failure on its circuit); returns in-progress tasks without a session to ``pending``;
 removes leftover worktrees (their ``.ithaca`` link first, then the worktree and its
-``ithaca/…`` branch) and session folders; publishes a missing ledger again. Each step
-that did something journals ``delivery.doctor_repaired``. An interactive session's owner
+``ithaca/…`` branch) and session folders; backs up, then removes, stale worktrees and
+branches (``ithaca.delivery.doctor.stale``: their commits as a bundle, their uncommitted
+and untracked files as a patch and copies, under ``backups/worktrees-<ts>/``; whatever
+cannot be backed up stays); publishes a missing ledger again. Each step that did
+something journals ``delivery.doctor_repaired``. An interactive session's owner
 is its host session, which Ithaca cannot see die, so only a session with an
 ``owner_pid`` (a run-plan worker) is judged by its process; the others only by their
 lease. Leftovers are judged under the worktree lock spawns hold until they commit, so a
@@ -19,6 +22,7 @@ import os
 import shutil
 from typing import Any
 
+from ithaca.delivery.doctor import stale
 from ithaca.delivery.doctor.checks import (
     ledger_missing,
     leftovers,
@@ -65,6 +69,7 @@ def repair(project: Project, conn: sqlite3.Connection) -> list[str]:
                 _repaired(tx, "orphaned_tasks", {"tasks": orphans, "to": "pending"})
         done += [f"delivery: task {task_id} returned to pending" for task_id in orphans]
         done += _remove_leftovers(project, conn)
+        done += _remove_stale(project, conn)
         if ledger_missing(project, conn):
             problems = sync_publish.auto_publish(project, store, Units(project, store))
             if not ledger_missing(project, conn):
@@ -106,6 +111,25 @@ def _remove_leftovers(project: Project, conn: sqlite3.Connection) -> list[str]:
     with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
         _repaired(tx, "leftovers", {"removed": [path for path, _ in found]})
     return [f"delivery: removed {path}" for path, _ in found]
+
+
+def _remove_stale(project: Project, conn: sqlite3.Connection) -> list[str]:
+    """Back up and remove the stale worktrees and branches; one event says what went,
+    where its backup is, and what stayed and why."""
+    outcome = stale.remove_after_backup(project, conn)
+    if outcome is None:
+        return []
+    with write_transaction(conn, patience_s=WRITE_PATIENCE_S) as tx:
+        _repaired(tx, "stale_worktrees", outcome)
+    done = []
+    for item in outcome["removed"]:
+        what = f"worktree {item['path']}" if item["path"] else f"branch {item['branch']}"
+        also = f" and branch {item['branch']}" if item["path"] and item["branch"] else ""
+        done.append(f"delivery: removed stale {what}{also} (backup: {item['backup']})")
+    for item in outcome["kept"]:
+        what = f"worktree {item['path']}" if item["path"] else f"branch {item['branch']}"
+        done.append(f"delivery: kept stale {what}: {item['problem']}")
+    return done
 
 
 def _discard_worktree(project: Project, path: str, session_id: str) -> None:

@@ -22,18 +22,33 @@ that ended before its task converged fails its session (a circuit count) and pau
 wave and the run; so does a skipped task. Authority changing between selection and
 spawn (a new plan, a revised contract) pauses with ``AUTHORITY_CHANGED`` and counts no
 failure. Running the command again resumes the open run at its first unfinished wave.
+
+Each step is reported as it happens (``run_plan_progress``: a wave starting, a task
+starting, skipped or finished with its outcome and its worker log), and a pause names the
+worker log to read. SIGINT and SIGTERM stop a run cleanly: the first asks the runner to
+stop at its next safe point (at once while it waits for workers), a second one stops it
+where it is. Every running worker's whole process group then gets SIGTERM, and SIGKILL
+after a short grace (``run_plan_worker.stop_all``); their sessions close ``abandoned``
+(no failure counted; a worktree holding work is kept), and the run is recorded as paused
+with the reason ``INTERRUPTED`` and the command that resumes it
+(``delivery.plan_interrupted``). Signals are handled only where Python can (the main
+thread); elsewhere they keep their usual effect.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from dataclasses import dataclass, replace
+from types import FrameType
 from typing import Any
 
 from ithaca.delivery.checkpoints import rows as checkpoints
 from ithaca.delivery.contract import validation_error
 from ithaca.delivery.records import changes, tasks
 from ithaca.delivery.run_plan import config as run_plan_config
+from ithaca.delivery.run_plan import progress as run_plan_progress
 from ithaca.delivery.run_plan import runs as run_plan_runs
 from ithaca.delivery.run_plan import worker as run_plan_worker
 from ithaca.delivery.sessions import leases, packets, worktrees
@@ -54,6 +69,8 @@ Row = dict[str, Any]
 
 RUNTIME = "run-plan"
 WORKER_LOG = "worker.log"
+# The signals that stop a run cleanly.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -88,19 +105,77 @@ def run_plan(
         if dry_run:
             return _dry_run(conn, project, change_id, plan)
     worktrees.require_git()
-    base = worktrees.main_head(project)
-    branch = f"ithaca/plan/{change_id}"
-    existed = _existing_integration(project, change_id) is not None
-    integration = _integration_worktree(project, change_id, branch, base)
-    try:
-        run, how = run_plan_runs.begin(
-            store, change_id, plan.checkpoint, plan.document, branch, integration
-        )
-    except BaseException:
-        if not existed:  # refused (another run holds the change): leave nothing behind
-            worktrees.discard(project, integration, branch)
-        raise
-    return _Runner(project, store, config, settings, run, plan).run_waves(how)
+    resume = resume_command(change_id, max_parallel)
+    with _Signals() as signals:
+        base = worktrees.main_head(project)
+        branch = f"ithaca/plan/{change_id}"
+        existed = _existing_integration(project, change_id) is not None
+        integration = _integration_worktree(project, change_id, branch, base)
+        try:
+            run, how = run_plan_runs.begin(
+                store, change_id, plan.checkpoint, plan.document, branch, integration
+            )
+        except BaseException:
+            if not existed:  # refused (another run holds the change): leave nothing behind
+                worktrees.discard(project, integration, branch)
+            raise
+        runner = _Runner(project, store, config, settings, run, plan, signals, resume)
+        return runner.run_waves(how)
+
+
+def resume_command(change_id: str, max_parallel: int | None = None) -> str:
+    """The command that resumes the change's run (from inside the project)."""
+    command = f"ithaca run-plan {change_id}"
+    return command if max_parallel is None else f"{command} --max-parallel {max_parallel}"
+
+
+def worker_log(project: Project, session_id: str) -> str:
+    """Where the worker of ``session_id`` writes: ``.runtime/sessions/<sid>/worker.log``."""
+    return os.path.join(packets.session_folder(project, session_id), WORKER_LOG)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal reached the runner; ``signum`` says which. A KeyboardInterrupt, so
+    only code that cleans up on every exit sees it (never a handler of ``Exception``)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _Signals:
+    """SIGINT and SIGTERM while run-plan works: the first is noted, for the runner to stop
+    at its next safe point; a second one raises ``Interrupted`` where the runner is,
+    unless it is already stopping. The previous handlers come back on exit."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.stopping = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for number in STOP_SIGNALS:
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+        elif not self.stopping:
+            raise Interrupted(signum)
+
+    def requested(self) -> bool:
+        return self.received is not None
+
+    def check(self) -> None:
+        """Raise ``Interrupted`` if a stop signal arrived."""
+        if self.received is not None:
+            raise Interrupted(self.received)
 
 
 def accepted_plan(conn: sqlite3.Connection, project: Project, change_id: str) -> AcceptedPlan:
@@ -202,6 +277,8 @@ class _Runner:
         settings: run_plan_config.Worker,
         run: Row,
         plan: AcceptedPlan,
+        signals: _Signals | None = None,
+        resume: str | None = None,
     ):
         self.project = project
         self.store = store
@@ -209,35 +286,96 @@ class _Runner:
         self.settings = settings
         self.run = run
         self.plan = plan
+        self.signals = signals or _Signals()
+        self.resume = resume or resume_command(run["change_id"])
         self.last_seq: int | None = None
+        self.running: list[run_plan_worker.Launched] = []
+        self.wave = 1
 
     def run_waves(self, how: str) -> dict[str, Any]:
-        for wave in self.plan.document["waves"]:
-            pause = self._wave(wave["index"], wave["tasks"])
-            if pause is not None:
-                self.last_seq = run_plan_runs.pause(
-                    self.store, self.run, wave["index"], pause.reason, pause.details
-                )
-                return self._summary(how, "paused", pause)
-            self.last_seq = run_plan_runs.wave_completed(self.store, self.run, wave["index"])
+        waves = self.plan.document["waves"]
+        run_plan_progress.emit(
+            "run_started",
+            run_id=self.run["id"],
+            change_id=self.run["change_id"],
+            how=how,
+            integration_branch=self.run["integration_branch"],
+            waves=[{"index": wave["index"], "tasks": wave["tasks"]} for wave in waves],
+        )
+        try:
+            for wave in waves:
+                self.wave = wave["index"]
+                self.signals.check()
+                pause = self._wave(wave["index"], wave["tasks"])
+                if pause is not None:
+                    self.last_seq = run_plan_runs.pause(
+                        self.store, self.run, wave["index"], pause.reason, pause.details
+                    )
+                    self._wave_finished("paused", pause)
+                    return self._summary(how, "paused", pause)
+                self.last_seq = run_plan_runs.wave_completed(self.store, self.run, wave["index"])
+                self._wave_finished("completed", None)
+        except Interrupted as stop:
+            return self._interrupted(how, stop.signum)
         self.last_seq = run_plan_runs.complete(self.store, self.run)
         return self._summary(how, "completed", None)
+
+    def _wave_finished(self, outcome: str, pause: _Pause | None) -> None:
+        run_plan_progress.emit(
+            "wave_finished",
+            wave=self.wave,
+            waves=len(self.plan.document["waves"]),
+            outcome=outcome,
+            reason=None if pause is None else pause.reason,
+        )
+
+    def _interrupted(self, how: str, signum: int) -> dict[str, Any]:
+        """Stop every running worker's process group, close their sessions (abandoned:
+        the user stopped them, no failure counted), record the run as interrupted."""
+        self.signals.stopping = True
+        name = signal.Signals(signum).name
+        stopped = [launched.task_id for launched in self.running]
+        run_plan_progress.emit("stopping", signal=name, tasks=stopped)
+        run_plan_worker.stop_all(self.running)
+        for launched in self.running:
+            with self.store.read() as conn:
+                session = sessions_rows.find(conn, launched.session_id)
+            if session is not None and session["status"] == "running":
+                try:
+                    self._close(launched.session_id, "abandoned")
+                except IthacaError:
+                    pass  # its owner is gone: doctor's LEASE_ORPHANED ends it
+        self.running = []
+        self.last_seq = run_plan_runs.interrupt(
+            self.store, self.run, self.wave, name, stopped, self.resume
+        )
+        details = {"signal": name, "wave": self.wave, "tasks": stopped, "resume": self.resume}
+        return self._summary(how, "interrupted", _Pause("INTERRUPTED", details))
 
     # --- one wave ----------------------------------------------------------------------
 
     def _wave(self, index: int, task_ids: list[str]) -> _Pause | None:
         queue: list[str] = []
-        running: list[run_plan_worker.Launched] = []
         pause: _Pause | None = None
         skipped: list[str] = []
+        with self.store.read() as conn:
+            states = run_plan_runs.run_tasks(conn, self.run["id"])
+        run_plan_progress.emit(
+            "wave_started",
+            wave=index,
+            waves=len(self.plan.document["waves"]),
+            tasks=task_ids,
+            integrated=[t for t in task_ids if states[t]["status"] == "integrated"],
+        )
         for task_id in task_ids:
             try:
                 if self._needs_work(task_id):
                     queue.append(task_id)
             except _Pause as stop:
                 pause = pause or stop
-        while queue or running:
-            while queue and pause is None and len(running) < self.settings.max_parallel:
+        while queue or self.running:
+            while queue and pause is None and len(self.running) < self.settings.max_parallel:
+                self.signals.check()
                 task_id = queue.pop(0)
                 try:
                     launched = self._launch(task_id)
@@ -246,12 +384,17 @@ class _Runner:
                     continue
                 if launched is None:
                     skipped.append(task_id)
-                else:
-                    running.append(launched)
-            if not running:
+            if not self.running:
                 break
-            ended = run_plan_worker.wait_any(running, self._heartbeat)
-            running.remove(ended)
+            ended = run_plan_worker.wait_any(
+                self.running,
+                self._heartbeat,
+                stop_requested=self.signals.requested,
+                tick=self._tick,
+            )
+            self.signals.check()  # None: asked to stop; else settle, then look again
+            assert ended is not None
+            self.running.remove(ended)
             try:
                 self._settle(ended)
             except _Pause as stop:
@@ -277,6 +420,7 @@ class _Runner:
             self._integrate(task_id, session)
         else:
             self._mark(task_id, "integrated", reason="COMPLETED_OUTSIDE_RUN")
+            self._report(task_id, "integrated", reason="COMPLETED_OUTSIDE_RUN")
         return False
 
     def _launch(self, task_id: str) -> run_plan_worker.Launched | None:
@@ -284,6 +428,7 @@ class _Runner:
         skip = self._admit(task_id)
         if skip is not None:
             self._mark(task_id, "skipped", reason=skip)
+            self._report(task_id, "skipped", reason=skip)
             return None
         request = AcquireRequest(
             task_id=task_id,
@@ -298,13 +443,16 @@ class _Runner:
         try:
             answer, _ = acquire_session(self.project, self.store, request, None)
         except IthacaError as exc:
+            self.signals.check()  # a Git step the terminal's SIGINT stopped is no skip
             if exc.code == "AUTHORITY_CHANGED":
                 self._mark(task_id, "paused", reason=exc.code)
+                self._report(task_id, "paused", reason=exc.code)
                 raise _Pause(exc.code, {"task_id": task_id}) from exc
             self._mark(task_id, "skipped", reason=exc.code)
+            self._report(task_id, "skipped", reason=exc.code)
             return None
         session_id = answer["session"]["id"]
-        log_path = os.path.join(packets.session_folder(self.project, session_id), WORKER_LOG)
+        log_path = worker_log(self.project, session_id)
         try:
             launched = run_plan_worker.launch(
                 self.settings.argv,
@@ -318,13 +466,23 @@ class _Runner:
         except OSError as exc:
             self._fail(session_id)
             self._mark(task_id, "paused", session_id=session_id, reason="WORKER_LAUNCH_FAILED")
+            self._report(task_id, "paused", session_id=session_id, reason="WORKER_LAUNCH_FAILED")
             raise _Pause("WORKER_LAUNCH_FAILED", {"task_id": task_id, "error": str(exc)}) from exc
+        self.running.append(launched)  # from here on, a stop signal stops it too
         pid = launched.process.pid
         self._mark(
             task_id,
             "running",
             session_id=session_id,
             worker=(pid, processes.start_time(pid)),
+        )
+        run_plan_progress.emit(
+            "task_started",
+            wave=self.wave,
+            task_id=task_id,
+            session_id=session_id,
+            pid=pid,
+            log=log_path,
         )
         return launched
 
@@ -337,6 +495,7 @@ class _Runner:
             verdict = admit(conn, self.project, task_id, Caller(), leases.now_ms(), git_ready=True)
         if current is None or current["id"] != self.run["checkpoint_id"]:
             self._mark(task_id, "paused", reason="AUTHORITY_CHANGED")
+            self._report(task_id, "paused", reason="AUTHORITY_CHANGED")
             raise _Pause("AUTHORITY_CHANGED", {"task_id": task_id})
         running = verdict.running
         if running is not None and running["plan_run_id"] == self.run["id"]:
@@ -375,7 +534,23 @@ class _Runner:
             reason=reason,
             exit_code=ended.exit_code,
         )
-        raise _Pause(reason, {"task_id": ended.task_id, "exit_code": ended.exit_code})
+        log = worker_log(self.project, session["id"])
+        self._report(
+            ended.task_id,
+            "paused",
+            session_id=session["id"],
+            reason=reason,
+            exit_code=ended.exit_code,
+        )
+        raise _Pause(
+            reason,
+            {
+                "task_id": ended.task_id,
+                "session_id": session["id"],
+                "exit_code": ended.exit_code,
+                "log": log,
+            },
+        )
 
     def _integrate(self, task_id: str, session: Row, exit_code: int | None = None) -> None:
         """Merge the completed session's branch into the integration branch, then remove
@@ -392,6 +567,7 @@ class _Runner:
         )
         if merged.returncode != 0:
             worktrees.git(self.run["worktree_path"], "merge", "--abort", check=False)
+            self.signals.check()  # the terminal's SIGINT stopped the merge: resume merges
             self._mark(
                 task_id,
                 "paused",
@@ -399,7 +575,21 @@ class _Runner:
                 reason="WAVE_INTEGRATION_CONFLICT",
                 exit_code=exit_code,
             )
-            raise _Pause("WAVE_INTEGRATION_CONFLICT", {"task_id": task_id})
+            self._report(
+                task_id,
+                "paused",
+                session_id=session["id"],
+                reason="WAVE_INTEGRATION_CONFLICT",
+                exit_code=exit_code,
+            )
+            raise _Pause(
+                "WAVE_INTEGRATION_CONFLICT",
+                {
+                    "task_id": task_id,
+                    "session_id": session["id"],
+                    "log": worker_log(self.project, session["id"]),
+                },
+            )
         close_session(
             self.project,
             self.store,
@@ -413,13 +603,45 @@ class _Runner:
             None,
         )
         self._mark(task_id, "integrated", session_id=session["id"], exit_code=exit_code)
+        self._report(task_id, "integrated", session_id=session["id"], exit_code=exit_code)
 
     # --- helpers -------------------------------------------------------------------------
 
     def _fail(self, session_id: str, reason: str = "failed") -> None:
         """End this run's session as failed (or crashed): one more circuit count."""
-        request = CloseRequest(session_id, reason=reason, by_run=True, actor="system")
+        self._close(session_id, reason)
+
+    def _close(self, session_id: str, reason: str) -> None:
+        """End this run's session; its worktree goes only when nothing in it is lost
+        (clean, and its HEAD already in the integration branch), else it is kept."""
+        request = CloseRequest(
+            session_id,
+            reason=reason,
+            remove_worktree=True,
+            by_run=True,
+            target=self.run["integration_branch"],
+            actor="system",
+        )
         close_session(self.project, self.store, request, None)
+
+    def _report(self, task_id: str, outcome: str, **found: Any) -> None:
+        """A task's outcome in this wave, for whoever follows the run."""
+        session_id = found.get("session_id")
+        run_plan_progress.emit(
+            "task_skipped" if outcome == "skipped" else "task_finished",
+            wave=self.wave,
+            task_id=task_id,
+            outcome=outcome,
+            reason=found.get("reason"),
+            session_id=session_id,
+            exit_code=found.get("exit_code"),
+            log=None if session_id is None else worker_log(self.project, session_id),
+        )
+
+    def _tick(self) -> None:
+        run_plan_progress.emit(
+            "waiting", wave=self.wave, running=[launched.task_id for launched in self.running]
+        )
 
     def _mark(self, task_id: str, status: str, **found: Any) -> None:
         self.last_seq = run_plan_runs.mark_task(
@@ -445,6 +667,9 @@ class _Runner:
                         "reason": states[task_id]["reason"],
                         "session_id": states[task_id]["session_id"],
                         "exit_code": states[task_id]["exit_code"],
+                        "log": None
+                        if states[task_id]["session_id"] is None
+                        else worker_log(self.project, states[task_id]["session_id"]),
                     }
                     for task_id in wave["tasks"]
                 ],

@@ -5,11 +5,14 @@ records, per task, where that task stands in the run (``pending``, ``running``,
 ``integrated`` into the integration branch, ``paused`` with the reason, ``skipped`` with
 the reason). A change has at most one open run (``running`` or ``paused``): running the
 command again resumes it, and a newer accepted plan supersedes it. A run whose owner (the
-runner process) still lives is not taken from it: ``PLAN_RUN_ACTIVE``.
+runner process) still lives is not taken from it: ``PLAN_RUN_ACTIVE``. A run stopped by a
+signal (SIGINT, SIGTERM) is paused with the reason ``INTERRUPTED``, and so are the tasks
+whose workers were stopped; it resumes like any paused run.
 
 Every change here is one transaction with its journal event: ``plan_run_started``,
 ``plan_run_resumed``, ``plan_run_superseded``, ``plan_run_task`` (a task's state in the
-run), ``wave_completed``, ``wave_paused`` with ``plan_paused``, ``plan_completed``.
+run), ``wave_completed``, ``wave_paused`` with ``plan_paused``, ``plan_interrupted``,
+``plan_completed``.
 """
 
 from __future__ import annotations
@@ -205,6 +208,37 @@ def pause(store: Store, run: Row, wave: int, reason: str, details: dict[str, Any
         )
         _event(tx, "delivery.wave_paused", run["id"], {"wave": wave, "reason": reason, **details})
         return _event(tx, "delivery.plan_paused", run["id"], {"wave": wave, "reason": reason})
+
+
+def interrupt(
+    store: Store, run: Row, wave: int, signal_name: str, stopped: list[str], resume: str
+) -> int:
+    """A stop signal ended the run: the run and the tasks whose workers were stopped are
+    paused (``INTERRUPTED``), with one ``plan_interrupted`` event saying how to resume."""
+    with store.write() as tx:
+        now = clock.now()
+        tx.execute(
+            "UPDATE delivery_plan_runs SET status = 'paused', pause_reason = 'INTERRUPTED',"
+            " updated_at = ? WHERE id = ?",
+            (now, run["id"]),
+        )
+        tx.executemany(
+            "UPDATE delivery_plan_run_tasks SET status = 'paused', reason = 'INTERRUPTED',"
+            " updated_at = ? WHERE run_id = ? AND task_id = ? AND status = 'running'",
+            [(now, run["id"], task_id) for task_id in stopped],
+        )
+        return _event(
+            tx,
+            "delivery.plan_interrupted",
+            run["id"],
+            {
+                "change_id": run["change_id"],
+                "wave": wave,
+                "signal": signal_name,
+                "stopped": stopped,
+                "resume": resume,
+            },
+        )
 
 
 def complete(store: Store, run: Row) -> int:

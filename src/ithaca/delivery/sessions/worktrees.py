@@ -28,6 +28,9 @@ already in the target branch goes, the link first (so nothing can follow it), th
 worktree and its merged branch; anything else is kept and the caller says why
 (``dirty`` or ``not_integrated``). Work is never discarded.
 
+Doctor asks here which worktrees Git knows (``listed``) and which ``ithaca/…`` branches
+exist (``ithaca_branches``), to find the stale ones.
+
 Git fails instead of waiting when two processes add worktrees at once, so spawns take
 turns under ``.runtime/worktrees.lock`` (``creation_lock``). Branch names are
 ``ithaca/<task>/<sid>``; a ``.`` in a task id becomes ``_`` there,
@@ -313,3 +316,46 @@ def discard(project: Project, path: str, branch: str | None) -> None:
     git(project.root, "worktree", "prune", check=False)
     if branch is not None:
         git(project.root, "branch", "-D", branch, check=False)
+
+
+def listed(project: Project) -> list[dict[str, str | None]]:
+    """The worktrees Git knows in the project's repository: ``{path, head, branch}``
+    (``branch`` a short name, None when detached); ``GitFailed`` when Git cannot say."""
+    done = git(project.root, "worktree", "list", "--porcelain", "-z")
+    found: list[dict[str, str | None]] = []
+    current: dict[str, str | None] = {}
+    for field in done.stdout.split("\0"):
+        if not field:
+            if current:
+                found.append(current)
+            current = {}
+            continue
+        key, _, value = field.partition(" ")
+        if key == "worktree":
+            current = {"path": value, "head": None, "branch": None}
+        elif key == "HEAD":
+            current["head"] = value
+        elif key == "branch":
+            current["branch"] = value.removeprefix("refs/heads/")
+    if current:
+        found.append(current)
+    return found
+
+
+def ithaca_branches(project: Project) -> dict[str, str]:
+    """The branches sessions and run-plan made (``ithaca/…``): short name → tip commit."""
+    done = git(
+        project.root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/ithaca/"
+    )
+    branches = {}
+    for line in done.stdout.splitlines():
+        name, _, tip = line.rpartition(" ")
+        if name.startswith("refs/heads/"):
+            branches[name.removeprefix("refs/heads/")] = tip
+    return branches
+
+
+def is_merged(project: Project, commit: str, into: str) -> bool:
+    """Whether ``commit`` is already in ``into`` (a branch or commit)."""
+    done = git(project.root, "merge-base", "--is-ancestor", commit, into, check=False)
+    return done.returncode == 0
