@@ -228,9 +228,18 @@ def _delivery(project: IthacaProject) -> list[dict[str, Any]]:
     return [line("delivery", state, "ithaca context")]
 
 
-def _settings(project: IthacaProject) -> list[dict[str, Any]]:
+def validator_confinement(settings: dict[str, Any]) -> str:
+    """How validator cells run here: confined, refused or unconfined (docs/ulysses.md)."""
     from ithaca.validators import bubblewrap
 
+    if bubblewrap() is not None:
+        return "confined"
+    if settings["validators"]["require_filesystem_isolation"]:
+        return "refused: no bubblewrap here, so every validator run is refused"
+    return "UNCONFINED: no bubblewrap, and validators.require_filesystem_isolation = false"
+
+
+def _settings(project: IthacaProject) -> list[dict[str, Any]]:
     config = project.config
     lines = []
     if not config["protocols"]["strict"]:
@@ -253,23 +262,11 @@ def _settings(project: IthacaProject) -> list[dict[str, Any]]:
                 " verification after its last change (verification.require = false)",
             )
         )
-    if bubblewrap() is None:
-        if config["validators"]["require_filesystem_isolation"]:
-            lines.append(
-                line(
-                    "settings",
-                    "validators refused: no bubblewrap here",
-                    "sudo apt-get install bubblewrap",
-                    waiting=True,
-                )
-            )
-        else:
-            lines.append(
-                line(
-                    "settings",
-                    "validators UNCONFINED: no bubblewrap, and isolation is not required",
-                )
-            )
+    confinement = validator_confinement(config)
+    if confinement != "confined":
+        refused = confinement.startswith("refused")
+        fix = "sudo apt-get install bubblewrap" if refused else None
+        lines.append(line("settings", f"validators {confinement}", fix, waiting=refused))
     return lines
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ithaca.cli.glance import area_lines, next_step
+from ithaca.cli.glance import area_lines, next_step, validator_confinement
 from ithaca.cli.opening import opened
 from ithaca.cli.output import json_option, show
 from ithaca.kernel import IthacaError
@@ -39,7 +39,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         "hooksNotRunning": mcp_calls.unhooked_calls(conn),
         "installProfiles": _install_profiles(project.project.state_root),
         "lockdowns": lockdown.all_active(conn),
-        "validators": _validator_confinement(project.config),
+        "validators": validator_confinement(project.config),
     }
 
     lines = area_lines(project)
@@ -60,17 +60,6 @@ def command(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"\nnext: {step['next'] or step['state']}")
 
     show(info, as_json, render)
-
-
-def _validator_confinement(settings: dict[str, Any]) -> str:
-    """How validator cells run here: confined, refused or unconfined (docs/ulysses.md)."""
-    from ithaca.validators import bubblewrap
-
-    if bubblewrap() is not None:
-        return "confined"
-    if settings["validators"]["require_filesystem_isolation"]:
-        return "refused: no bubblewrap here, so every validator run is refused"
-    return "UNCONFINED: no bubblewrap, and validators.require_filesystem_isolation = false"
 
 
 def _install_profiles(state_root: Any) -> dict[str, str]:
