@@ -1,6 +1,7 @@
 """Every one of Ithaca's MCP tools, called by the model through each real host with Ithaca's
-hooks active: each reaches its service with the caller's session bound, and (in Claude
-Code, which has them) the user's own permission rules still decide whether a tool runs."""
+hooks active: each reaches its service with the caller's session bound, and the user's
+own rules still decide whether a tool runs (Claude Code's permission rules; Codex asks
+before ``archive``, the one tool published as destructive)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from typing import Any
 
 from tests.hosts_real.claude_host import DEFAULT_ALLOW, ClaudeHost
+from tests.hosts_real.codex_host import CodexHost
 from tests.hosts_real.host import ITHACA_TOOLS, Host
 from tests.hosts_real.scripted import Script
 from tests.mcp.test_record_tool import DECISION as RECORDED
@@ -33,6 +35,8 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 def test_every_ithaca_tool_works_under_the_hooks(host: Host):
     assert {tool for tool, _ in CALLS} | {"load_protocols"} == set(ITHACA_TOOLS)
+    if isinstance(host, CodexHost):
+        approve_archive(host)  # as a user who lets the agent archive unasked would
     run = host.run(
         "Use every Ithaca tool once",
         Script(main=[*host.protocols_loaded(), *(host.tool(t, a) for t, a in CALLS)]),
@@ -68,3 +72,28 @@ def test_the_users_permission_rules_still_decide_ithacas_mutating_tools(claude: 
     refused = run.call("ithaca:record")
     assert refused.is_error and "permission" in refused.text.lower(), refused
     assert not list((claude.repo / ".ithaca" / "decisions").rglob("*.json"))
+
+
+def test_codex_asks_the_user_before_the_agent_archives_a_change(codex: CodexHost):
+    """``archive`` is published as destructive, so Codex wants the user's approval for it;
+    headless (approval policy ``never``) nobody can give it, and Codex refuses the call
+    itself. The other tools are closed-world and not destructive: they run unasked."""
+    run = codex.run(
+        "Archive the change",
+        Script(main=[*codex.protocols_loaded(), codex.tool("archive", dict(CALLS[5][1]))]),
+    )
+    refused = run.call("ithaca:archive")
+    assert "requires approval" in refused.text, refused
+    tickets = codex.state().execute(
+        "SELECT tool FROM mcp_call_tickets WHERE claimed_at IS NOT NULL"
+    )
+    assert [tool for (tool,) in tickets] == ["load_protocols"]  # the server never saw it
+
+
+def approve_archive(codex: CodexHost) -> None:
+    """The project's Codex config with ``archive`` approved ahead (Codex's per-tool
+    ``approval_mode``), under the MCP server table ``ithaca install codex`` wrote."""
+    config = codex.repo / ".codex" / "config.toml"
+    config.write_text(
+        config.read_text() + '\n[mcp_servers.ithaca.tools.archive]\napproval_mode = "approve"\n'
+    )

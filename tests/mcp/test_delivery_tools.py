@@ -5,10 +5,12 @@ from __future__ import annotations
 from ithaca.kernel import canon
 
 DELIVERY_TOOLS = ("context", "record", "checkpoint", "archive", "sync", "session", "doctor")
-BUDGET = 6144  # canonical bytes for every delivery tool object (reference §3.2)
+# Canonical bytes for the seven delivery tool objects, titles, hints and output schemas
+# included (delivery reference §3.2).
+BUDGET = 6144
 
 
-def test_all_seven_delivery_tool_objects_fit_in_six_kib(client):
+def test_all_seven_delivery_tool_objects_fit_their_budget(client):
     listed = client.tools()
     objects = [
         listed[name].model_dump(mode="json", by_alias=True, exclude_none=True)

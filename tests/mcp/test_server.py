@@ -13,7 +13,6 @@ from tests.hosts_real.host import ITHACA_TOOLS
 from ithaca.app import IthacaProject
 from ithaca.cli.entry import cli
 from ithaca.kernel import canon
-from ithaca.protocols.loading import SELECTOR_ARGUMENTS
 
 UNKNOWN_EVENT = "evt_" + "0" * 26
 
@@ -49,15 +48,15 @@ def test_the_server_offers_the_agents_tools_and_marks_the_read_only_ones(client)
     assert read_only == {"protocols", "knowledge", "context"}
 
 
-def test_load_protocols_schema_requires_the_event_id_and_lists_the_ignored_selector_arguments(
-    client,
-):
+def test_load_protocols_schema_publishes_the_event_id_alone(client):
+    # The seed's selector arguments are still accepted and reported ignored (below); the
+    # listing does not invite an agent to send them, nor the session the server fills in.
     tool = client.tools()["load_protocols"]
     schema = tool.input_schema
 
     assert schema["required"] == ["eventId"]
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"eventId", "session"} | SELECTOR_ARGUMENTS
+    assert set(schema["properties"]) == {"eventId"}
     assert "first" in tool.description and "eventId" in tool.description
 
 
@@ -75,7 +74,6 @@ def test_protocols_schema_names_its_operations_and_refuses_other_fields(client):
         "source",
         "enabled",
         "tag",
-        "session",
     }
 
 

@@ -50,12 +50,15 @@ def test_the_installed_console_script_serves_load_protocols_over_stdio(
     assert loaded == bundle["digest"]
 
 
-def test_ithaca_mcp_outside_a_project_fails_with_its_code_and_writes_no_protocol(tmp_path):
-    result = CliRunner().invoke(cli, ["--project", str(tmp_path), "mcp"])
+def test_ithaca_mcp_outside_a_project_starts_and_writes_nothing(tmp_path):
+    """A host plugin starts the server everywhere: without a project it still serves (and
+    stops at the end of its input), and creates no state (``tests/mcp/test_no_project.py``
+    has what it answers)."""
+    result = CliRunner().invoke(cli, ["--project", str(tmp_path), "mcp"], input="")
 
-    assert result.exit_code == 1
-    assert "NOT_INITIALISED" in result.stderr
+    assert result.exit_code == 0, result.output
     assert result.stdout == ""
+    assert not (tmp_path / ".ithaca").exists()
 
 
 def test_the_cli_loads_the_mcp_sdk_only_for_ithaca_mcp():

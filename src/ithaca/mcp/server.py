@@ -12,16 +12,28 @@ service method, which checks them itself, so unknown fields and wrong types are 
 with coded errors instead of being dropped or described in the SDK's prose. The calling
 host session comes from the hook's call ticket (``ithaca.mcp.caller``) and is filled in
 for the tools that take ``session`` (DESIGN, Kernel contracts 4). Results are JSON
-objects, so clients get ``structuredContent`` as well as the same JSON as text.
+objects, so clients get ``structuredContent`` as well as the same JSON as text; each tool
+publishes its title, its four behaviour hints and an output schema for that object
+(``ithaca.kernel.tools``).
 
-The project is opened once, when the server is built. The SDK runs these synchronous
-tools on worker threads; the store gives each thread its own connection, and the
-server's lifespan closes them when a client disconnects.
+The project is opened when the server is built. A host plugin starts ``ithaca mcp`` in
+every repository, so a project that cannot be opened (no ``.ithaca/`` yet, or a folder
+outside any Git repository) does not stop the server: it lists its tools and answers
+every call with the coded error and the step that fixes it (``NOT_INITIALISED``: run
+``ithaca init``). Each call tries to open the project again, so the tools work as soon as
+the user has run ``ithaca init``. In a Git repository, a ``record`` call whose first
+entry is ``baseline initialize`` sets the project up itself and goes on (delivery
+reference §6.1), as ``ithaca record baseline initialize`` does.
+
+The SDK runs these synchronous tools on worker threads; the store gives each thread its
+own connection, and the server's lifespan closes them when a client disconnects.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,8 +43,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from ithaca import __version__, collected, resolve
-from ithaca.app import open_project
-from ithaca.kernel import IthacaError, Store, ToolSpec
+from ithaca.app import IthacaProject, init_project, open_project
+from ithaca.kernel import IthacaError, NotFound, ToolSpec, config, git_top
 from ithaca.mcp import caller
 from ithaca.mcp.errors import check_text, error_result
 from ithaca.validators import remove_stale_run_folders
@@ -43,11 +55,65 @@ INSTRUCTIONS = (
     "admitted it as an event, call load_protocols with that event id before any other "
     "tool, and follow every rule in the bundle it returns."
 )
+DEFAULT_SERVER_NAME = "ithaca"
+NOT_INITIALISED = "NOT_INITIALISED"
+
+
+class ProjectHandle:
+    """The server's project: opened when first needed, and again after a failed open."""
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        self.project: IthacaProject | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> IthacaProject:
+        """The open project, or the coded error that says what to do first."""
+        with self._lock:
+            if self.project is None:
+                self.project = self._opened()
+            return self.project
+
+    def open_for(self, tool: str, arguments: dict[str, Any]) -> tuple[IthacaProject, bool]:
+        """The project for one call, and whether this call set it up (``record`` with a
+        first ``baseline initialize`` entry, in a Git repository without ``.ithaca/``)."""
+        with self._lock:
+            if self.project is not None:
+                return self.project, False
+            try:
+                self.project = self._opened()
+                return self.project, False
+            except IthacaError as exc:
+                if exc.code != NOT_INITIALISED or not _initialises(tool, arguments):
+                    raise
+                if git_top(self.path) is None:
+                    raise
+            self.project, _ = init_project(self.path)
+            return self.project, True
+
+    def close(self) -> None:
+        with self._lock:
+            if self.project is not None:
+                self.project.close()
+                self.project = None
+
+    def _opened(self) -> IthacaProject:
+        try:
+            return open_project(self.path)
+        except IthacaError as exc:
+            if exc.code != NOT_INITIALISED:
+                raise
+            raise _not_initialised(self.path) from None
 
 
 def build_server(project_path: str) -> MCPServer:
-    """An MCP server for the project at ``project_path``, opened (and migrated) now."""
-    project = open_project(project_path)
+    """An MCP server for the project at ``project_path``, opened (and migrated) now if it
+    can be; otherwise every call answers why not."""
+    handle = ProjectHandle(project_path)
+    try:
+        name = str(handle.open().config["protocols"]["mcp_server_name"])
+    except IthacaError:
+        name = _server_name_without_project()
     remove_stale_run_folders()  # left behind by a server that was killed mid-run
 
     @asynccontextmanager
@@ -55,15 +121,11 @@ def build_server(project_path: str) -> MCPServer:
         try:
             yield None
         finally:
-            project.close()
+            handle.close()
 
-    def handler(spec: ToolSpec) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        """The spec's service method, found at call time: a service opens on first use."""
-        return lambda arguments: getattr(getattr(project, spec.service), spec.method)(arguments)
-
-    tools = [_tool(spec, store=project.store, handler=handler(spec)) for spec in tool_specs()]
+    tools = [_tool(spec, handle) for spec in tool_specs()]
     return MCPServer(
-        project.config["protocols"]["mcp_server_name"],
+        name,
         instructions=INSTRUCTIONS,
         version=__version__,
         tools=tools,
@@ -82,12 +144,24 @@ def tool_specs() -> list[ToolSpec]:
     return [spec for target in collected("MCP_TOOLS") for spec in resolve(target)]
 
 
-def _tool(
-    spec: ToolSpec, *, store: Store, handler: Callable[[dict[str, Any]], dict[str, Any]]
-) -> Tool:
-    """A tool that hands ``handler`` the raw arguments and publishes the spec's schema."""
+def hints(spec: ToolSpec) -> ToolAnnotations:
+    """The spec's hints, each published where it differs from the MCP default (not
+    read-only, destructive, not idempotent, open world); a read-only tool's destructive
+    and idempotent hints mean nothing, so they are left out."""
+    if spec.read_only:
+        return ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return ToolAnnotations(
+        destructive_hint=False if not spec.destructive else None,
+        idempotent_hint=True if spec.idempotent else None,
+        open_world_hint=False,
+    )
+
+
+def _tool(spec: ToolSpec, handle: ProjectHandle) -> Tool:
+    """A tool that hands the spec's service method the raw arguments, publishing the
+    spec's input and output schemas."""
     name = spec.name
-    takes_session = "session" in spec.schema.get("properties", {})
+    takes_session = spec.takes_session
 
     def call(ctx: Context) -> CallToolResult:
         params = ctx.request_context.params or {}
@@ -97,15 +171,17 @@ def _tool(
         try:
             arguments = dict(params.get("arguments") or {})
             check_text(arguments)
-            arguments = caller.bind_session(
-                store,
-                name,
-                arguments,
-                meta=meta,
-                client=caller.client_name(meta, _initialize_params(ctx)),
-                takes_session=takes_session,
-            )
-            value = handler(arguments)
+            project, set_up_now = handle.open_for(name, arguments)
+            if not set_up_now:  # no hook can leave a ticket before .ithaca/ exists
+                arguments = caller.bind_session(
+                    project.store,
+                    name,
+                    arguments,
+                    meta=meta,
+                    client=caller.client_name(meta, _initialize_params(ctx)),
+                    takes_session=takes_session,
+                )
+            value = _method(project, spec)(arguments)
         except IthacaError as exc:
             return error_result(exc)
         return CallToolResult(
@@ -118,12 +194,59 @@ def _tool(
         name=name,
         title=spec.title,
         description=spec.description,
-        annotations=ToolAnnotations(
-            read_only_hint=spec.read_only, destructive_hint=False, open_world_hint=False
-        ),
+        annotations=hints(spec),
     )
     tool.parameters = spec.schema
+    # Published as it is; the SDK validates against it only when a model is given too.
+    tool.fn_metadata.output_schema = spec.output
     return tool
+
+
+def _method(project: IthacaProject, spec: ToolSpec) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The spec's service method, found at call time: a service opens on first use."""
+    method: Callable[[dict[str, Any]], dict[str, Any]] = getattr(
+        getattr(project, spec.service), spec.method
+    )
+    return method
+
+
+def _initialises(tool: str, arguments: dict[str, Any]) -> bool:
+    """A ``record`` request whose first entry is ``baseline initialize``."""
+    entries = arguments.get("entries")
+    if tool != "record" or not isinstance(entries, list) or not entries:
+        return False
+    first = entries[0]
+    return isinstance(first, dict) and (first.get("kind"), first.get("action")) == (
+        "baseline",
+        "initialize",
+    )
+
+
+def _not_initialised(path: str) -> NotFound:
+    """``NOT_INITIALISED`` with the step that fixes it, in or outside a Git repository."""
+    root = git_top(path)
+    if root is None:
+        return NotFound(
+            NOT_INITIALISED,
+            f"{path} is not in a Git repository, and no Ithaca project holds it, so Ithaca's"
+            " tools have nothing to work on here: run `ithaca init` in your project's"
+            " repository and start the agent there",
+            {"path": path, "gitRepository": False},
+        )
+    return NotFound(
+        NOT_INITIALISED,
+        f"Ithaca is not set up in the repository {root} yet: run `ithaca init` there, then"
+        " call this tool again",
+        {"path": root, "gitRepository": True},
+    )
+
+
+def _server_name_without_project() -> str:
+    """The configured server name from the user's settings alone (else ``ithaca``)."""
+    try:
+        return str(config.load(None)["protocols"]["mcp_server_name"])
+    except IthacaError:
+        return DEFAULT_SERVER_NAME
 
 
 def _initialize_params(ctx: Context) -> Any:

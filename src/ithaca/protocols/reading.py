@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ithaca.kernel.arguments import check_arguments
 from ithaca.kernel.errors import invalid_field
+from ithaca.kernel.tools import with_session
 from ithaca.protocols.explanation import explain
 from ithaca.protocols.tools import PROTOCOLS_SCHEMA
 
@@ -27,11 +28,12 @@ OPERATION_FIELDS = {
 }
 OPERATION_REQUIRES = {"get": "id", "explain": "eventId"}
 COMMON_FIELDS = frozenset({"operation", "session"})
+_ACCEPTED = with_session(PROTOCOLS_SCHEMA)
 
 
 def read(service: ProtocolsService, arguments: dict[str, Any]) -> dict[str, Any]:
     """The answer to one read request, after checking its fields for its operation."""
-    check_arguments(arguments, PROTOCOLS_SCHEMA)
+    check_arguments(arguments, _ACCEPTED)
     operation = arguments["operation"]
     for name in arguments:
         if name not in COMMON_FIELDS and name not in OPERATION_FIELDS[operation]:

@@ -4,88 +4,64 @@
 read-only ``protocols`` tool to ``ProtocolsService.read`` (``ithaca.protocols.reading``),
 which checks which fields each operation takes. Creating, changing or removing protocols
 is the user's, in a terminal, so no tool offers it.
+
+The load schema publishes ``eventId`` alone: selectors come from the admitted event. The
+service still accepts the seed's selector arguments (``connector``, ``workflow``, …) so
+its skill texts keep working, and reports their values ignored
+(``SELECTOR_ARGUMENT_IGNORED``); listing them would only invite an agent to send them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel.tools import SESSION_PROPERTY, ToolSpec
-from ithaca.protocols.loading import SELECTOR_ARGUMENTS
+from ithaca.kernel.tools import (
+    ARRAY,
+    STRING,
+    ToolSpec,
+    result_schema,
+)
 
 LOAD_PROTOCOLS_DESCRIPTION = (
-    "Load the protocols that bind this turn. Ithaca admits every user prompt as an event "
-    'and says so in the prompt\'s context ("Ithaca admitted this prompt as event evt_…"). '
-    'Call this tool first, before any other tool, with {"eventId": "<that id>"}, then '
-    "follow every rule in the returned bundle for the whole turn. The bundle lists the "
-    "protocols in priority order with their rules and the typed constraints Ithaca "
-    "enforces on your tool calls; loading it is what lets your mutating tools run. If "
-    "loading fails, stop and report the error code: never work without rules. When you "
-    "delegate, pass the same event id so the worker loads the same bundle."
+    "Call first, with the eventId the prompt's context names (\"Ithaca admitted this "
+    'prompt as event evt_…"), and follow every rule of the returned bundle for the whole '
+    "turn; it lets your mutating tools run. If it fails, stop and report the code. Pass "
+    "the same id when you delegate."
 )
 
 LOAD_PROTOCOLS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "eventId": {
-            "type": "string",
-            "description": "The id Ithaca gave this prompt (evt_ followed by 26 characters).",
-        },
-        "session": SESSION_PROPERTY,
-        **{
-            name: {
-                "description": (
-                    "Ignored: Ithaca selects protocols from the admitted event, never from "
-                    "arguments. Accepted so older skill texts keep working, and reported in "
-                    "the bundle's diagnostics."
-                )
-            }
-            for name in sorted(SELECTOR_ARGUMENTS)
-        },
+        "eventId": STRING,
     },
     "required": ["eventId"],
     "additionalProperties": False,
 }
 
+LOAD_PROTOCOLS_OUTPUT = result_schema(protocols=ARRAY)
+
 PROTOCOLS_DESCRIPTION = (
-    "Read this project's protocols; nothing here changes them. operation=list returns "
-    "{protocols: [...]} in priority order, optionally filtered by scope, source, enabled "
-    "and tag. operation=get returns one protocol by id, with the constraints that take "
-    "effect. operation=explain shows, for an event id, which protocols matched it and why "
-    "the others did not, and what load_protocols would return. Creating, changing, "
-    "enabling or removing protocols is for the user, in a terminal (ithaca protocols ...)."
+    "Read this project's protocols: list {scope?, source?, enabled?, tag?}, get {id}, "
+    "explain {eventId} (what matched and why). Only the user changes them."
 )
 
 PROTOCOLS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "operation": {
-            "type": "string",
-            "enum": ["list", "get", "explain"],
-            "description": "What to read.",
-        },
-        "id": {"type": "string", "description": "The protocol id (get only)."},
-        "eventId": {"type": "string", "description": "The event id to explain (explain only)."},
-        "scope": {
-            "type": "string",
-            "enum": ["base", "user"],
-            "description": "Only base or only user protocols (list only).",
-        },
-        "source": {
-            "type": "string",
-            "enum": ["seed", "sqlite", "file"],
-            "description": "Only protocols from this source (list only).",
-        },
-        "enabled": {
-            "type": "boolean",
-            "description": "Only enabled (true) or disabled (false) protocols (list only).",
-        },
-        "tag": {"type": "string", "description": "Only protocols with this tag (list only)."},
-        "session": SESSION_PROPERTY,
+        "operation": {"type": "string", "enum": ["list", "get", "explain"]},
+        "id": STRING,
+        "eventId": STRING,
+        "scope": {"type": "string", "enum": ["base", "user"]},
+        "source": {"type": "string", "enum": ["seed", "sqlite", "file"]},
+        "enabled": {"type": "boolean"},
+        "tag": STRING,
     },
     "required": ["operation"],
     "additionalProperties": False,
 }
+
+# list: protocols; get: the record (id, rules, …); explain: eventId, records, load, …
+PROTOCOLS_OUTPUT = result_schema(protocols=ARRAY, id=STRING)
 
 TOOLS = (
     ToolSpec(
@@ -93,17 +69,26 @@ TOOLS = (
         "Load this turn's protocols",
         LOAD_PROTOCOLS_DESCRIPTION,
         LOAD_PROTOCOLS_SCHEMA,
+        LOAD_PROTOCOLS_OUTPUT,
+        # Each load is journaled (protocols.bundle_loaded): a repeat adds an event.
         read_only=False,
+        destructive=False,
+        idempotent=False,
         service="protocols",
         method="load_protocols",
+        takes_session=True,
     ),
     ToolSpec(
         "protocols",
         "Read protocols",
         PROTOCOLS_DESCRIPTION,
         PROTOCOLS_SCHEMA,
+        PROTOCOLS_OUTPUT,
         read_only=True,
+        destructive=False,
+        idempotent=True,
         service="protocols",
         method="read",
+        takes_session=True,
     ),
 )

@@ -10,96 +10,74 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel.tools import SESSION_PROPERTY, ToolSpec
+from ithaca.kernel.tools import (
+    ANY_JSON,
+    ARRAY,
+    INTEGER,
+    OBJECT,
+    STRING,
+    ToolSpec,
+    nullable,
+    result_schema,
+)
 from ithaca.ultragoal.inputs import AGENT_OPERATIONS
 
 ULTRAGOAL_TITLE = "Ultragoal objective pursuit"
 
 ULTRAGOAL_DESCRIPTION = (
-    "Pursue one falsifiable objective to a completion that structure, not your word, "
-    "decides. get / status read this session's pursuit (get returns {state}; refuse to "
-    "start a second pursuit when state.active and not state.pristine). Planning: "
-    "set {phase: planning, outcome, verification_surface, constraints, boundaries, "
-    "non_goals ('- <non-goal> | decider: <who>' lines), max_iterations, blocked_stop, "
-    "plan_path, resume_summary}; set_stories {stories: [{id, story, acceptance_criteria, "
-    "verification_surface, validator?: {notebookId, cellId}}]} or {single: true}; "
-    "reorder_stories {order}; confirm_all_stories / confirm_story {id} relay the user's "
-    "bulk approval (planning only). Arm the loop with set {phase: pursuing, "
-    "completion_evidence: [paths], codex_goal_objective?} before dispatching story 1. "
-    "Steering (planning or pursuing, with evidence and rationale): add_story {story}, "
-    "revise_story {id, patch}, retire_story {id}, split_story {id, replacements}; "
-    "approved stories are fenced while pursuing. run_story_validator {id, observed?} runs "
-    "a story's bound validator. record_story_verdict {id, verdict: APPROVE | "
-    "REQUEST_CHANGES, evidence_refs, verifier} judges the current story (evidence files "
-    "are hashed; a later edit invalidates them). Review lane: the hook claims a dispatch "
-    "when you start the reviewer and briefs it with its nonce; the reviewer calls "
-    "submit_review {nonce, artifact} (files_read citing what it read); read "
-    "get_review_result; serialize_review_context is "
-    "what the reviewer receives; record_comment_resolution {artifact_sha256, evidence} "
-    "closes MEDIUM repairs. Finish with set_verdict {verdict: APPROVE}, then "
-    "request_complete {codex_goal_json?}: the only path to complete, refused with every "
-    "failed gate listed. set_blocked {reason} reports a real blocker. list_others and "
-    "adopt {src} continue another session's pursuit on the user's explicit choice. "
-    "Resuming a budget-limited pursuit, renewing the review budget and dismissing a "
-    "finding are the user's: present `ithaca ultragoal <command>` for them to run."
+    "Pursue one falsifiable objective until evidence, not your word, says it is done (the "
+    "ultragoal skill has each operation's fields). get returns {state}: start no other "
+    "while state.active and not state.pristine. request_complete is the only way to "
+    "complete. For the user's levers, present `ithaca ultragoal <command>`."
 )
 
-_TEXT = {"type": "string"}
-_TEXTS = {"type": "array", "items": {"type": "string"}}
-_COUNT = {"type": "integer", "minimum": 1}
-_STORY = {
-    "type": "object",
-    "description": "{id, story, acceptance_criteria[], verification_surface, validator?}",
-}
+_TEXTS = {"type": "array", "items": STRING}
 
 ULTRAGOAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "operation": {"type": "string", "enum": list(AGENT_OPERATIONS)},
-        "session": SESSION_PROPERTY,
-        "phase": {"type": "string", "enum": ["planning", "pursuing"], "description": "(set)"},
-        "outcome": {**_TEXT, "description": "What done looks like (set, planning)."},
-        "verification_surface": {**_TEXT, "description": "What a machine checks (set)."},
-        "constraints": {**_TEXT, "description": "Limits the work respects (set)."},
-        "boundaries": {**_TEXT, "description": "Where the work may reach (set)."},
-        "non_goals": {**_TEXT, "description": "'- <non-goal> | decider: <who>' lines (set)."},
-        "max_iterations": {**_COUNT, "description": "Stop turns without progress (set)."},
-        "max_wall_minutes": {**_COUNT, "description": "Wall-clock budget (set)."},
-        "blocked_stop": {**_TEXT, "description": "When to report blocked (set)."},
-        "plan_path": {**_TEXT, "description": "The plan file (set)."},
-        "resume_summary": {**_TEXT, "description": "Where the work stands (set)."},
-        "completion_evidence": {**_TEXTS, "description": "Evidence paths (set, pursuing)."},
-        "codex_goal_objective": {**_TEXT, "description": "The create_goal objective (set)."},
-        "stories": {"type": "array", "items": _STORY, "description": "(set_stories)"},
-        "single": {"type": "boolean", "description": "Derive one story (set_stories)."},
-        "order": {**_TEXTS, "description": "Every story id, in order (reorder_stories)."},
-        "id": {**_TEXT, "description": "A story id."},
-        "story": {**_STORY, "description": "The new story (add_story)."},
-        "patch": {"type": "object", "description": "Story keys to change (revise_story)."},
-        "replacements": {"type": "array", "items": _STORY, "description": "(split_story)"},
-        "evidence": {
-            "description": "Steering evidence text (story operations) or evidence paths"
-            " (record_comment_resolution)."
-        },
-        "rationale": {**_TEXT, "description": "Why the story set changes (story operations)."},
-        "observed": {"description": "Data the validator judges (run_story_validator)."},
-        "verdict": {
-            "type": "string",
-            "enum": ["APPROVE", "REQUEST_CHANGES", "COMMENT", "absent"],
-            "description": "record_story_verdict: APPROVE or REQUEST_CHANGES; set_verdict.",
-        },
-        "evidence_refs": {**_TEXTS, "description": "Evidence paths (record_story_verdict)."},
-        "verifier": {**_TEXT, "description": "Who judged (record_story_verdict)."},
-        "artifact_sha256": {**_TEXT, "description": "(record_comment_resolution)"},
-        "codex_goal_json": {"description": "A get_goal snapshot (request_complete)."},
-        "reason": {**_TEXT, "description": "The blocker (set_blocked)."},
-        "src": {**_TEXT, "description": "The session to adopt (adopt)."},
-        "nonce": {**_TEXT, "description": "The review dispatch nonce (submit_review)."},
-        "artifact": {"type": "object", "description": "The review artifact (submit_review)."},
+        "phase": {"type": "string", "enum": ["planning", "pursuing"]},
+        "outcome": STRING,
+        "verification_surface": STRING,
+        "constraints": STRING,
+        "boundaries": STRING,
+        "non_goals": STRING,
+        "max_iterations": INTEGER,
+        "max_wall_minutes": INTEGER,
+        "blocked_stop": STRING,
+        "plan_path": STRING,
+        "resume_summary": STRING,
+        "completion_evidence": _TEXTS,
+        "codex_goal_objective": STRING,
+        "stories": ARRAY,
+        "single": {"type": "boolean"},
+        "order": _TEXTS,
+        "id": STRING,
+        "story": OBJECT,
+        "patch": {"type": "object"},
+        "replacements": ARRAY,
+        # Text for the story operations; paths for record_comment_resolution.
+        "evidence": {"anyOf": [STRING, _TEXTS]},
+        "rationale": STRING,
+        "observed": ANY_JSON,
+        "verdict": {"type": "string", "enum": ["APPROVE", "REQUEST_CHANGES", "COMMENT", "absent"]},
+        "evidence_refs": _TEXTS,
+        "verifier": STRING,
+        "artifact_sha256": STRING,
+        "codex_goal_json": {"anyOf": [OBJECT, STRING]},  # a get_goal snapshot
+        "reason": STRING,
+        "src": STRING,
+        "nonce": STRING,
+        "artifact": {"type": "object"},
     },
     "required": ["operation"],
     "additionalProperties": False,
 }
+
+# get: state (null before any pursuit); the pursuit's moves: session_id, phase and
+# diagnostics; each operation adds its own fields.
+ULTRAGOAL_OUTPUT = result_schema(state=nullable(OBJECT))
 
 TOOLS = (
     ToolSpec(
@@ -107,8 +85,13 @@ TOOLS = (
         ULTRAGOAL_TITLE,
         ULTRAGOAL_DESCRIPTION,
         ULTRAGOAL_SCHEMA,
+        ULTRAGOAL_OUTPUT,
+        # Every move is a journaled step of the pursuit; a retired story stays on record.
         read_only=False,
+        destructive=False,
+        idempotent=False,
         service="ultragoal",
         method="dispatch",
+        takes_session=True,
     ),
 )

@@ -11,34 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel.tools import ANY_JSON, SESSION_PROPERTY, ToolSpec
+from ithaca.kernel.tools import (
+    ANY_JSON,
+    ARRAY,
+    OBJECT,
+    STRING,
+    ToolSpec,
+    result_schema,
+)
 
-_TEXT = {"type": "string"}
-_TEXT_LIST = {"type": "array", "items": {"type": "string"}}
-_CELL_REF = {
-    "type": "object",
-    "properties": {"notebookId": _TEXT, "cellId": _TEXT},
-    "required": ["notebookId", "cellId"],
-    "additionalProperties": False,
-}
+_TEXT_LIST = {"type": "array", "items": STRING}
 
 ULYSSES_DESCRIPTION = (
-    "Ulysses: surprise-gated debugging where a validator, not you, decides each outcome. "
-    "init {problem, constraints?} opens a session (and returns related lessons). "
-    "plan {primary, recovery, irreversible?, primaryValidator: {notebookId, cellId}, "
-    "recoveryValidator: {...}} records the next step with both validators frozen; do not "
-    "act before it is recorded. outcome {observed, details?} runs the bound validator on "
-    "what you observed: pass returns to S=0 with a checkpoint, a failed primary moves to "
-    "the recovery step, a failed recovery forbids both moves and requires reflect. "
-    "reflect {hypothesis, falsification} records a falsifiable hypothesis (required at S=2 "
-    "with no active step; mutating tools are blocked until then). bind_final_validator "
-    "{notebookId, cellId, observed?} pins the cell that gates complete(resolved), once and "
-    "before the first outcome; it must fail on the problem as it stands (a probe cell "
-    "measures it, a judge cell is run on observed). note {thought, "
-    "kind?, data?} adds to the trace. status and resume {session_id?} read the state; "
-    "treat their answer as the only truth. complete {terminalState: resolved | "
-    "insufficient_information | environment_compromised, summary, observed (resolved), "
-    "missing (insufficient_information)} ends the session and records a lesson."
+    "Surprise-gated debugging: a validator, not you, decides each outcome (the ulysses "
+    "skill has the method): init, plan before you act, outcome {observed}, reflect after "
+    "a failed recovery, status and resume (the only truth), complete."
 )
 
 ULYSSES_SCHEMA: dict[str, Any] = {
@@ -58,81 +45,88 @@ ULYSSES_SCHEMA: dict[str, Any] = {
                 "complete",
             ],
         },
-        "problem": {"type": "string", "description": "What is wrong (init)."},
-        "constraints": {**_TEXT_LIST, "description": "Limits the work must respect (init)."},
-        "supersede": {"type": "boolean", "description": "Replace the active session (init)."},
-        "primary": {"type": "string", "description": "The step you will take (plan)."},
-        "recovery": {"type": "string", "description": "What you do if it fails (plan)."},
-        "irreversible": {"type": "boolean", "description": "The step cannot be undone (plan)."},
-        "primaryValidator": _CELL_REF,
-        "recoveryValidator": _CELL_REF,
-        "observed": {
-            **ANY_JSON,
-            "description": "What you observed (outcome, complete), or the problem as it"
-            " stands (bind_final_validator).",
-        },
-        "details": {"type": "string", "description": "Notes on what happened (outcome)."},
-        "notebookId": _TEXT,
-        "cellId": _TEXT,
-        "hypothesis": {"type": "string", "description": "A falsifiable hypothesis (reflect)."},
-        "falsification": {"type": "string", "description": "What would disprove it (reflect)."},
-        "thought": {"type": "string", "description": "The note (note)."},
+        "problem": STRING,
+        "constraints": _TEXT_LIST,
+        "supersede": {"type": "boolean"},
+        "primary": STRING,
+        "recovery": STRING,
+        "irreversible": {"type": "boolean"},
+        "primaryValidator": OBJECT,
+        "recoveryValidator": OBJECT,
+        "observed": ANY_JSON,
+        "details": STRING,
+        "notebookId": STRING,
+        "cellId": STRING,
+        "hypothesis": STRING,
+        "falsification": STRING,
+        "thought": STRING,
         "kind": {
             "type": "string",
             "enum": ["context", "observation", "evidence", "decision", "question"],
         },
-        "data": {**ANY_JSON, "description": "Data attached to the note (note)."},
-        "session_id": {"type": "string", "description": "The session to resume (resume)."},
+        "data": ANY_JSON,
+        "session_id": STRING,
         "terminalState": {
             "type": "string",
             "enum": ["resolved", "insufficient_information", "environment_compromised"],
         },
-        "summary": {"type": "string", "description": "The transferable lesson (complete)."},
-        "missing": {**_TEXT_LIST, "description": "What information is missing (complete)."},
-        "session": SESSION_PROPERTY,
+        "summary": STRING,
+        "missing": _TEXT_LIST,
     },
     "required": ["operation"],
     "additionalProperties": False,
 }
 
+# Every answer names the session; most carry its state (S, phase, required_action).
+ULYSSES_OUTPUT = result_schema(session_id=STRING, required_action=STRING)
+
 KNOWLEDGE_DESCRIPTION = (
-    "Lessons earlier debugging sessions left behind. operation=search {query, limit?} "
-    "finds lessons by words (1–20 results, default 5); operation=get {id} returns one "
-    "lesson's record and Markdown. Search before planning a fix for a problem that looks "
-    "familiar."
+    "Lessons of earlier debugging sessions: search {query, limit?}, get {id}. Search "
+    "before planning a fix for a problem that looks familiar."
 )
 
 KNOWLEDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "operation": {"type": "string", "enum": ["search", "get"]},
-        "query": {"type": "string", "description": "Words to look for (search)."},
+        "query": STRING,
         "limit": {"type": "integer", "minimum": 1, "maximum": 20},
-        "id": {"type": "string", "description": "The lesson id (get)."},
-        "session": SESSION_PROPERTY,
+        "id": STRING,
     },
     "required": ["operation"],
     "additionalProperties": False,
 }
 
-# (tool, IthacaProject service attribute, title, description, schema)
+# search: results; get: id, record, markdown.
+KNOWLEDGE_OUTPUT = result_schema(results=ARRAY)
+
 TOOLS = (
     ToolSpec(
         "ulysses",
-        "Ulysses debugging protocol",
+        "Ulysses debugging",
         ULYSSES_DESCRIPTION,
         ULYSSES_SCHEMA,
+        ULYSSES_OUTPUT,
+        # Every move is a journaled step of the state machine: nothing is taken back or
+        # lost, and a repeated outcome is a second outcome.
         read_only=False,
+        destructive=False,
+        idempotent=False,
         service="ulysses",
         method="dispatch",
+        takes_session=True,
     ),
     ToolSpec(
         "knowledge",
-        "Lessons from earlier debugging",
+        "Debugging lessons",
         KNOWLEDGE_DESCRIPTION,
         KNOWLEDGE_SCHEMA,
+        KNOWLEDGE_OUTPUT,
         read_only=True,
+        destructive=False,
+        idempotent=True,
         service="knowledge",
         method="dispatch",
+        takes_session=True,
     ),
 )

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ithaca.kernel.tools import ANY_JSON, SESSION_PROPERTY, ToolSpec
-
-_TEXT = {"type": "string"}
+from ithaca.kernel.tools import (
+    ANY_JSON,
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    ToolSpec,
+    result_schema,
+)
 
 NOTEBOOK_DESCRIPTION = (
-    "Author validator cells: small programs that judge observed data and write a verdict. "
-    "operation=create {title, language?} makes a notebook (python by default; javascript, "
-    "typescript, shell). add_cell {notebookId, source, kind?, language?, filename?, mode?, "
-    "timeout_s?} adds a cell; a code cell named requirements.txt, pyproject.toml, "
-    "package.json or tsconfig.json is a manifest, any other code cell is a validator. "
-    "update_cell {notebookId, cellId, ...} stores a new version (every version is kept). "
-    "get, list and export read. run_cell {notebookId, cellId, observed} is a dry run that "
-    "stores nothing. A Python validator reads observed data and writes its verdict with "
-    "the helper: `from tb_validate import observed, pass_, fail`; JavaScript: "
-    '`import { observed, pass, fail } from "./tb-validate.js"`. Mode probe runs the cell '
-    "in the project root so it can measure evidence itself (run the tests, read a log)."
+    "Validator cells: small programs that judge observed data. create, add_cell "
+    "{notebookId, source}, update_cell, get, list, export, run_cell {notebookId, cellId, "
+    "observed} (a dry run). Python cells: `from tb_validate import observed, pass_, fail`."
 )
 
 NOTEBOOK_SCHEMA: dict[str, Any] = {
@@ -36,22 +33,25 @@ NOTEBOOK_SCHEMA: dict[str, Any] = {
             "type": "string",
             "enum": ["create", "add_cell", "update_cell", "get", "list", "run_cell", "export"],
         },
-        "title": {"type": "string", "description": "Notebook title, 1–200 characters."},
+        "title": STRING,
         "language": {"type": "string", "enum": ["python", "javascript", "typescript", "shell"]},
-        "notebookId": _TEXT,
-        "cellId": _TEXT,
-        "source": {"type": "string", "description": "The cell's source, at most 256 KiB."},
+        "notebookId": STRING,
+        "cellId": STRING,
+        "source": STRING,
         "kind": {"type": "string", "enum": ["code", "markdown"]},
-        "filename": {"type": "string", "description": "The cell's file name in the run folder."},
+        "filename": STRING,
         "mode": {"type": "string", "enum": ["judge", "probe"]},
-        "timeout_s": {"type": "number", "description": "Seconds before the run is stopped."},
-        "version": {"type": "integer", "description": "A cell version (get, run_cell)."},
-        "observed": {**ANY_JSON, "description": "The data the cell judges (run_cell)."},
-        "session": SESSION_PROPERTY,
+        "timeout_s": {"type": "number"},
+        "version": INTEGER,
+        "observed": ANY_JSON,
     },
     "required": ["operation"],
     "additionalProperties": False,
 }
+
+# create/get: notebookId, cells; add_cell/update_cell: cellId, version; list: notebooks;
+# run_cell: pass, reason; export: markdown. The schema types the ones a caller acts on.
+NOTEBOOK_OUTPUT = result_schema(cellId=STRING, **{"pass": BOOLEAN})
 
 TOOLS = (
     ToolSpec(
@@ -59,8 +59,13 @@ TOOLS = (
         "Validator notebooks",
         NOTEBOOK_DESCRIPTION,
         NOTEBOOK_SCHEMA,
+        NOTEBOOK_OUTPUT,
+        # create, add_cell and update_cell each add a notebook, cell or version.
         read_only=False,
+        destructive=False,
+        idempotent=False,
         service="notebooks",
         method="dispatch",
+        takes_session=True,
     ),
 )

@@ -254,7 +254,7 @@ def test_uninstall_gives_back_the_settings_the_user_had(
     assert (root / ".claude" / "settings.json").read_bytes() == (
         FIXTURES / settings_fixture
     ).read_bytes()
-    assert load(root / ".mcp.json") == {}
+    assert not (root / ".mcp.json").exists()  # the install created it, and it is empty now
     assert sorted(report.removed) == sorted(
         [f"hook {e}" for e in EVENTS]
         + ["mcp server ithaca", f"env {CAP}", SANDBOX, *SHIPPED_LABELS]
@@ -296,7 +296,28 @@ def test_uninstall_keeps_a_server_entry_the_user_changed(tmp_path: Path) -> None
 
     assert load(root / ".mcp.json") == mcp
     assert report.unchanged == ["mcp server ithaca"]
-    assert "hooks" not in settings_of(root)
+    assert not (root / ".claude").exists()  # created by the install, and empty now
+
+
+def test_uninstall_removes_the_files_install_created_and_keeps_the_users_empty_ones(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "created").mkdir()
+    created = project_with(tmp_path / "created")
+    install(created)
+    uninstall(created)
+    assert not (created / ".mcp.json").exists() and not (created / ".claude").exists()
+    assert not (created / ".ithaca" / ".runtime" / "installs").exists()
+
+    (tmp_path / "own").mkdir()
+    own = project_with(tmp_path / "own", settings="settings-empty.json")
+    (own / ".mcp.json").write_text("{}\n")
+    install(own)
+    uninstall(own)
+    assert (own / ".claude" / "settings.json").read_bytes() == (
+        FIXTURES / "settings-empty.json"
+    ).read_bytes()
+    assert (own / ".mcp.json").read_text() == "{}\n"
 
 
 def test_uninstall_without_a_manifest_removes_nothing(tmp_path: Path) -> None:

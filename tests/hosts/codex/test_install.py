@@ -90,6 +90,24 @@ def test_uninstall_removes_the_files_install_created(tmp_path):
     assert not (tmp_path / ".codex").exists()
 
 
+def test_uninstall_removes_the_users_codex_config_only_when_install_created_it(
+    tmp_path, monkeypatch
+):
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    install(tmp_path)
+    install(tmp_path)  # a second install keeps the record that the first created the file
+    assert "trusted" in (home / "config.toml").read_text()
+    uninstall(tmp_path)
+    assert not (home / "config.toml").exists() and home.is_dir()
+
+    (home / "config.toml").write_text('model = "gpt-5.5"\n')
+    install(tmp_path)
+    uninstall(tmp_path)
+    assert (home / "config.toml").read_text() == 'model = "gpt-5.5"\n'
+
+
 def test_a_second_install_changes_nothing(user_files):
     install(user_files)
     written = {path: (user_files / path).read_bytes() for path in (CONFIG, HOOKS)}

@@ -24,8 +24,9 @@ DATA_BYTES = 32 * 1024
 MAX_EVIDENCE = 100
 
 CHECKPOINT_DESCRIPTION = (
-    "Declare a stage done for a scope: operation draft|accept|abandon, payload {summary, "
-    "evidence[{artifact_id|path, digest?}]} re-hashed from disk. plan writes plan.json waves."
+    "Declare a stage done for a scope {change_id, task_id?} or {baseline: true}: operation "
+    "draft|accept|abandon, payload {summary, evidence[{artifact_id|path, digest?}]} "
+    "re-hashed from disk. plan writes plan.json waves."
 )
 CHECKPOINT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -42,8 +42,9 @@ SCHEMA = "ithaca.context/1"
 DETAILS = ("summary", "full")
 
 CONTEXT_DESCRIPTION = (
-    "Read the delivery context (no side effects): change, task, decisions, checkpoints, "
-    "evidence refs, diagnostics. detail summary|full; pass a returned cursor for more."
+    "Read the delivery context (no side effects) of a scope {change_id?, task_id?}: "
+    "change, task, decisions, checkpoints, evidence. detail summary|full; pass a returned "
+    "cursor for more."
 )
 CONTEXT_SCHEMA: dict[str, Any] = {
     "type": "object",

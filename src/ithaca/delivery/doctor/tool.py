@@ -14,8 +14,8 @@ from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
 DOCTOR_DESCRIPTION = (
-    "Check the state (inspect: store, journal, tracked files, checkpoints, interrupted "
-    "writes) or repair it (verified backup first). Changed files are reported, not fixed."
+    "Check the project's state (inspect) or repair it after a verified backup (repair). "
+    "Changed files are reported, not fixed."
 )
 DOCTOR_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -52,9 +52,9 @@ _TAKES: dict[str, tuple[str, ...]] = {
 }
 
 SESSION_DESCRIPTION = (
-    "Execution sessions. admission {task_id}: verdict spawn|resume|takeover|abandon (reads "
-    "only). acquire {task_id, strategy=verdict}: lease, git worktree, Worker Packet. "
-    "heartbeat {session_id}. close {session_id, reason?, remove_worktree?}."
+    "Execution sessions: admission {task_id} (a verdict; reads only), acquire {task_id, "
+    "strategy} (lease, worktree, Worker Packet), heartbeat {session_id}, close "
+    "{session_id, reason?}."
 )
 SESSION_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -225,10 +225,16 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
     mcp_changed = mcp is not None and _remove_listed_server(
         mcp, manifest["serverName"], manifest["mcpEntry"], root / mcp_relpath, report
     )
+    # A file no original was kept of was created by the install.
+    kept = manifest.get("originals") or {}
     if settings is not None and settings_changed:
-        staged.write(root, settings_relpath, restored_text(settings, manifest, settings_relpath))
+        text = restored_text(settings, manifest, settings_relpath)
+        staged.settle(
+            root, settings_relpath, text, remove=not settings and settings_relpath not in kept
+        )
     if mcp is not None and mcp_changed:
-        staged.write(root, mcp_relpath, restored_text(mcp, manifest, mcp_relpath))
+        text = restored_text(mcp, manifest, mcp_relpath)
+        staged.settle(root, mcp_relpath, text, remove=not mcp and mcp_relpath not in kept)
     install_bundled.take_back(staged, root, manifest, report)
     install_sandbox.stage_exclusions(staged, root, HOST, False)
 

@@ -171,6 +171,8 @@ def install(
         "configAdditions": config.additions,
         "userConfig": str(user_path),
         "userConfigAdditions": user.additions,
+        # Whether this install (or the first of a line of them) wrote the file first.
+        "userConfigCreated": user_before is None or bool((previous or {}).get("userConfigCreated")),
         "trust": expected,
         "sandbox": {"profile": profile},
         **install_bundled.manifest_lists(bundled),
@@ -211,23 +213,14 @@ def _take_back(staged: Staged, root: Path, manifest: dict[str, Any], report: Ins
     )
     if config_before is not None and config.text != config_before:
         empty = not config.text.strip()
-        _settle(staged, root, config_path, config.text, empty and config_path in created)
+        staged.settle(root, config_path, config.text, remove=empty and config_path in created)
     if settings is not None and hooks_changed:
         empty = not settings
         text = restored_text(settings, manifest, hooks_path)
-        _settle(staged, root, hooks_path, text, empty and hooks_path in created)
+        staged.settle(root, hooks_path, text, remove=empty and hooks_path in created)
     take_back_trust(staged, manifest, report)
     install_bundled.take_back(staged, root, manifest, report)
     install_sandbox.stage_exclusions(staged, root, HOST, False)
-
-
-def _settle(staged: Staged, root: Path, relpath: str, text: str, remove: bool) -> None:
-    """Stage what uninstall left of a file, or its removal (and that of a folder left
-    empty) when install created it and nothing else is in it now."""
-    if remove:
-        staged.remove(root, relpath, prune=True)
-    else:
-        staged.write(root, relpath, text)
 
 
 def _read_manifest(state: Path) -> dict[str, Any] | None:

@@ -90,4 +90,10 @@ def take_back_trust(staged: Staged, manifest: dict[str, Any], report: InstallRep
         for addition in reversed(manifest.get("userConfigAdditions", [])):
             user.take_back(addition, report)
         if user.text != user_before:
-            staged.write(user_path.parent, USER_CONFIG, user.text)
+            created = manifest.get("userConfigCreated") is True
+            staged.settle(
+                user_path.parent,
+                USER_CONFIG,
+                user.text,
+                remove=created and not user.text.strip(),
+            )

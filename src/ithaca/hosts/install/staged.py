@@ -85,6 +85,15 @@ class Staged:
         resolve_confined(root, relpath)
         self.changes.append(Change(root, relpath, None, prune))
 
+    def settle(self, root: Path, relpath: str, text: str, *, remove: bool) -> None:
+        """Stage what an uninstall leaves of a file, or, with ``remove`` (the install
+        created it and nothing else is in it now), its removal and that of the folders it
+        leaves empty."""
+        if remove:
+            self.remove(root, relpath, prune=True)
+        else:
+            self.write(root, relpath, text)
+
     def read(self, root: Path, relpath: str) -> bytes | None:
         """The bytes ``relpath`` will hold once swapped in: staged, else as it is now."""
         for change in reversed(self.changes):

@@ -61,6 +61,6 @@ def uninstall(
         return report
     with staging(host) as staged:
         take_back(staged, root, manifest, report)
-        staged.remove(state, manifest_relpath(host), prune=False)
+        staged.remove(state, manifest_relpath(host), prune=True)
         staged.commit(report, parse_problems)
     return report
