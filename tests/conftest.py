@@ -33,12 +33,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def hermetic_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """User settings in a temporary home, no coding-agent or state-root variables, and this
-    Ithaca's commands on ``PATH``, as on a machine where the user installed it (the wiring
-    the hosts run names ``ithaca-hook`` and ``ithaca``, not paths), with the tools
-    ``npm ci --prefix tools`` installed (tsx, the pinned hosts)."""
+    """User settings in temporary homes (Ithaca's, Codex's, Claude Code's), no coding-agent
+    or state-root variables, and this Ithaca's commands on ``PATH``, as on a machine where
+    the user installed it (the wiring the hosts run names ``ithaca-hook`` and ``ithaca``,
+    not paths), with the tools ``npm ci --prefix tools`` installed (tsx, the pinned hosts)."""
     monkeypatch.setenv("ITHACA_HOME", str(tmp_path_factory.mktemp("ithaca-home")))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path_factory.mktemp("codex-home")))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.mktemp("claude-config")))
     commands = (Path(sys.executable).parent, Path(__file__).parents[1] / "tools/node_modules/.bin")
     monkeypatch.setenv("PATH", os.pathsep.join([*map(str, commands), os.environ["PATH"]]))
     for name in (*AGENT_ENVIRONMENT, "ITHACA_DIR", "ITHACA_SESSION_ID"):

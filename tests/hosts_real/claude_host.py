@@ -12,10 +12,11 @@ them up. As root, Claude Code refuses ``--dangerously-skip-permissions``, so run
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.hosts_real.binaries import host_binary
+from tests.hosts_real.binaries import REPO, host_binary
 from tests.hosts_real.host import ITHACA_TOOLS, Host, HostRun, Shown, json_lines, label
 from tests.hosts_real.messages_api import tool_results, tool_uses
 from tests.hosts_real.scripted import Call, Reply, Script, ScriptedModel, Step
@@ -82,10 +83,10 @@ class ClaudeHost(Host):
         return [Call("Write", {"file_path": str(self.repo / relpath), "content": text})]
 
     def tool(self, name: str, arguments: dict[str, Any]) -> Reply:
-        return [Call(f"mcp__ithaca__{name}", arguments)]
+        return [Call(f"{self.namespace}__{name}", arguments)]
 
     def load_tools(self) -> list[Step]:
-        names = ",".join(f"mcp__ithaca__{name}" for name in ITHACA_TOOLS)
+        names = ",".join(f"{self.namespace}__{name}" for name in ITHACA_TOOLS)
         return [[Call("ToolSearch", {"query": f"select:{names}", "max_results": 20})]]
 
     def run(self, prompt: str, script: Script, *extra: str, timeout: float = 120) -> ClaudeRun:
@@ -112,6 +113,35 @@ class ClaudeHost(Host):
         run = ClaudeRun(done.returncode, events, done.stderr, self.model, _shown(self.model))
         run.debug_log = debug_log
         return run
+
+
+class ClaudePluginHost(ClaudeHost):
+    """Claude Code with Ithaca as its plugin, installed from this repository's marketplace
+    (``claude plugin marketplace add``, ``claude plugin install``), as a user adds it;
+    the repository has ``ithaca init`` and no ``ithaca install claude``."""
+
+    namespace = "mcp__plugin_ithaca_ithaca"  # Claude Code names a plugin's tools so
+
+    def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
+        super().__init__(root, model, ithaca)
+        self.user_settings(allow=(*DEFAULT_ALLOW, self.namespace))
+
+    def install(self) -> None:
+        self.ithaca_cli("init")
+        self.plugin("marketplace", "add", str(REPO))
+        self.plugin("install", "ithaca@ithaca")
+
+    def plugin(self, *args: str) -> None:
+        """``claude plugin ARGS`` in the repository, as the user runs it; it must succeed."""
+        done = subprocess.run(
+            [str(self.binary), "plugin", *args],
+            cwd=self.repo,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _shown(model: ScriptedModel) -> list[Shown]:

@@ -203,8 +203,9 @@ def label(name: str, namespace: str | None = None) -> str:
     """The host-neutral label of a call of tool ``name``."""
     if namespace == "mcp__ithaca":
         return f"ithaca:{name}"
-    if name.startswith("mcp__ithaca__"):
-        return f"ithaca:{name.removeprefix('mcp__ithaca__')}"
+    for prefix in ("mcp__ithaca__", "mcp__plugin_ithaca_ithaca__"):  # installed; the plugin's
+        if name.startswith(prefix):
+            return f"ithaca:{name.removeprefix(prefix)}"
     return {"Bash": "shell", "exec_command": "shell", "Write": "write", "apply_patch": "write"}.get(
         name, name
     )

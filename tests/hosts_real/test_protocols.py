@@ -20,6 +20,12 @@ from ithaca.demo.protocols_turn import NO_PUSH
 
 
 def test_a_turn_is_governed_from_admission_to_the_last_call(host: Host):
+    play_the_protocols_turn(host)
+
+
+def play_the_protocols_turn(host: Host) -> None:
+    """Admission, the load gate, a team protocol, the kernel guard and a user-only command,
+    each as the model was shown it and as ``ithaca log`` records it."""
     team_file = host.repo / ".ithaca" / "protocols" / "team.no-push.json"
     team_file.write_text(json.dumps(NO_PUSH, indent=2))
     team_text = team_file.read_text()

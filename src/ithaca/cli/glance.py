@@ -83,6 +83,8 @@ def _hosts(project: IthacaProject) -> list[dict[str, Any]]:
         wired.append(host)
         profile = found.get("profile") or "sandboxed"
         guard = "" if profile == "sandboxed" else " (text guard only: no OS sandbox)"
+        if found.get("plugin"):
+            guard += f", plugin {found['plugin']}"
         if host in unhooked:
             lines.append(
                 line(

@@ -26,6 +26,7 @@ from ithaca.kernel import (
     DISPLACED,
     FAILED_CLOSED,
     LATEST_VERSION,
+    VIA_PLUGIN,
     Call,
     GateContext,
     IthacaError,
@@ -59,22 +60,31 @@ if TYPE_CHECKING:
 
         def tool_call(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
 
+        def normalised(self, payload: dict[str, Any], server_name: str) -> dict[str, Any]: ...
+
+        def wired_by_install(self, project_root: str, event: str) -> bool: ...
+
         def render(self, event: str, final: Opinion) -> tuple[str, int]: ...
 
 
 GATED_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop", "SubagentStop")
 # The project folder Claude Code gives its hooks: the install's root, whatever the cwd.
 PROJECT_DIR_VARIABLE = "CLAUDE_PROJECT_DIR"
-USAGE = f"usage: ithaca-hook <host> <event>   (hosts: {', '.join(HOSTS)})"
+USAGE = f"usage: ithaca-hook <host> <event> [--plugin]   (hosts: {', '.join(HOSTS)})"
+# The hooks of a host plugin (Claude Code's) say so: they step aside where the project's
+# own install wires the same event.
+PLUGIN_FLAG = "--plugin"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``ithaca-hook <host> <event>``: reads the host's JSON on stdin, prints its answer."""
+    """``ithaca-hook <host> <event> [--plugin]``: reads the host's JSON on stdin, prints
+    its answer."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] not in HOSTS:
+    plugin = args[2:] == [PLUGIN_FLAG]
+    if len(args) - plugin != 2 or args[0] not in HOSTS:
         print(USAGE, file=sys.stderr)
         return 2
-    host, event = args
+    host, event = args[:2]
     adapter = _adapter(host)
     if event not in adapter.EVENTS:
         print(f"ithaca-hook: unknown {host} event {event!r}", file=sys.stderr)
@@ -82,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     stdin_text = sys.stdin.read()
     if event == "SessionStart":
         _export_session(stdin_text, getattr(adapter, "SESSION_ENV_FILE", None))
-    out, code = run(host, event, stdin_text)
+    out, code = run(host, event, stdin_text, plugin=plugin)
     if code == 2:
         print(out, file=sys.stderr)
     elif out:
@@ -104,8 +114,9 @@ def serve() -> None:
     os._exit(code)
 
 
-def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
-    """Handle one hook call; returns (stdout, exit code)."""
+def run(host: str, event: str, stdin_text: str, *, plugin: bool = False) -> tuple[str, int]:
+    """Handle one hook call; returns (stdout, exit code). A plugin's hook abstains where
+    the project's own install runs Ithaca's hook for the event."""
     adapter = _adapter(host)
     try:
         payload = lightjson.loads(stdin_text) if stdin_text.strip() else {}
@@ -116,12 +127,13 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
     given_cwd = payload.get("cwd")
     cwd = given_cwd if isinstance(given_cwd, str) else os.getcwd()
     project, displaced = pinned_project(cwd, os.environ.get(PROJECT_DIR_VARIABLE))
-    if project is None:
+    if project is None or (plugin and adapter.wired_by_install(project.root, event)):
         return adapter.render(event, Opinion())  # an abstention in the host's words
     conn: sqlite3.Connection | None = None
     call: Call | None = None
     try:
         settings, config_error = _config(project)
+        payload = adapter.normalised(payload, settings["protocols"]["mcp_server_name"])
         session_id = _session_id(payload)
         if event == "PreToolUse":  # first, so that a broken store still lets reads through
             call = _classify(adapter, payload, project, cwd, settings, session_id)
@@ -139,6 +151,8 @@ def run(host: str, event: str, stdin_text: str) -> tuple[str, int]:
         )
         if displaced is not None:
             ctx.scratch[DISPLACED] = displaced
+        if plugin:
+            ctx.scratch[VIA_PLUGIN] = True
         ctx.classify = lambda: classified(ctx, project)
         if event == "SessionStart":  # the hook's parent is the host (kernel.lineage)
             from ithaca.kernel import lineage

@@ -4,14 +4,15 @@ The install profile is the user's choice (``hosts.install.sandbox``). In the uns
 the agent's shell commands are checked only by reading their text, and the session
 should start knowing that this is a best-effort guard, not a wall: the breadcrumb says so.
 The profile is read from the host's install manifest; a project installed before profiles
-existed counts as unsandboxed. Standard library and light modules only (hook path).
+existed counts as unsandboxed; the hooks of the Ithaca plugin, which sets no sandbox, are
+unsandboxed too. Standard library and light modules only (hook path).
 """
 
 from __future__ import annotations
 
 import os
 
-from ithaca.kernel import GateContext, Opinion, lightjson
+from ithaca.kernel import VIA_PLUGIN, GateContext, Opinion, lightjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ UNSANDBOXED_CONTEXT = (
 def decide(call: Call | None, ctx: GateContext) -> Opinion:
     if ctx.project is None:
         return Opinion()
+    if ctx.scratch.get(VIA_PLUGIN):
+        return Opinion("allow", context=UNSANDBOXED_CONTEXT)
     path = os.path.join(ctx.project.runtime, "installs", f"{ctx.host}.json")
     try:
         with open(path, "rb") as handle:

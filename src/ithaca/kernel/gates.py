@@ -32,6 +32,8 @@ FAILED_CLOSED = "failed-closed"
 # ``GateContext.scratch`` key: the state root a call's cwd points at instead of the
 # pinned project's (``kernel.project.pinned_project``).
 DISPLACED = "displaced_state_root"
+# Set when the hook came from a host plugin (``ithaca-hook … --plugin``), not an install.
+VIA_PLUGIN = "via_plugin"
 
 
 class Opinion:

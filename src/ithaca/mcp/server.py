@@ -25,6 +25,10 @@ the user has run ``ithaca init``. In a Git repository, a ``record`` call whose f
 entry is ``baseline initialize`` sets the project up itself and goes on (delivery
 reference §6.1), as ``ithaca record baseline initialize`` does.
 
+Started by the Claude Code plugin (``ithaca mcp --plugin``) in a project whose own
+``.mcp.json`` already registers Ithaca's server (``ithaca install claude``), the server
+lists no tools and says why: the agent would otherwise see every tool twice.
+
 The SDK runs these synchronous tools on worker threads; the store gives each thread its
 own connection, and the server's lifespan closes them when a client disconnects.
 """
@@ -54,6 +58,10 @@ INSTRUCTIONS = (
     "each turn and are enforced on your tool calls. When the prompt's context says Ithaca "
     "admitted it as an event, call load_protocols with that event id before any other "
     "tool, and follow every rule in the bundle it returns."
+)
+STEPPED_ASIDE = (
+    "Ithaca's tools in this project come from its own MCP server (set up by `ithaca "
+    "install claude`), so the Ithaca plugin's server offers none: use the other one."
 )
 DEFAULT_SERVER_NAME = "ithaca"
 NOT_INITIALISED = "NOT_INITIALISED"
@@ -106,9 +114,10 @@ class ProjectHandle:
             raise _not_initialised(self.path) from None
 
 
-def build_server(project_path: str) -> MCPServer:
+def build_server(project_path: str, *, plugin: bool = False) -> MCPServer:
     """An MCP server for the project at ``project_path``, opened (and migrated) now if it
-    can be; otherwise every call answers why not."""
+    can be; otherwise every call answers why not. For the plugin (``plugin``), one with no
+    tools where the project registers Ithaca's server itself."""
     handle = ProjectHandle(project_path)
     try:
         name = str(handle.open().config["protocols"]["mcp_server_name"])
@@ -123,10 +132,11 @@ def build_server(project_path: str) -> MCPServer:
         finally:
             handle.close()
 
-    tools = [_tool(spec, handle) for spec in tool_specs()]
+    aside = plugin and name in _project_servers(handle.path)
+    tools = [] if aside else [_tool(spec, handle) for spec in tool_specs()]
     return MCPServer(
         name,
-        instructions=INSTRUCTIONS,
+        instructions=STEPPED_ASIDE if aside else INSTRUCTIONS,
         version=__version__,
         tools=tools,
         log_level="WARNING",
@@ -134,9 +144,20 @@ def build_server(project_path: str) -> MCPServer:
     )
 
 
-def main(project_path: str) -> None:
+def main(project_path: str, *, plugin: bool = False) -> None:
     """Serve the project's tools over stdio until the client hangs up."""
-    build_server(project_path).run("stdio")
+    build_server(project_path, plugin=plugin).run("stdio")
+
+
+def _project_servers(path: str) -> set[str]:
+    """The MCP servers the project's own ``.mcp.json`` registers (none if unreadable)."""
+    root = git_top(path) or path
+    try:
+        with open(os.path.join(root, ".mcp.json"), encoding="utf-8") as handle:
+            servers = json.load(handle).get("mcpServers")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return set(servers) if isinstance(servers, dict) else set()
 
 
 def tool_specs() -> list[ToolSpec]:

@@ -11,7 +11,7 @@ Enforcement lives in ``enforcement`` and is imported only for tool calls, and ad
 from __future__ import annotations
 
 from ithaca.kernel.errors import InvalidInput, IthacaError
-from ithaca.kernel.gates import ABSTAIN, FAILED_CLOSED, GateContext, Opinion
+from ithaca.kernel.gates import ABSTAIN, FAILED_CLOSED, VIA_PLUGIN, GateContext, Opinion
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,10 +54,13 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
     return enforcement.commit(ctx.conn, scratch, final, ctx)
 
 
-# Both hosts defer MCP tools behind a tool search; each names its own way to load one.
+# Both hosts defer MCP tools behind a tool search; each names its own way to load one
+# (Claude Code names a plugin's tools after the plugin).
 TOOL_SEARCH_HINTS = {
     "claude": " If load_protocols is not among your tools yet, load it with ToolSearch"
     ' {"query": "select:mcp__ithaca__load_protocols"}.',
+    "claude-plugin": " If load_protocols is not among your tools yet, load it with ToolSearch"
+    ' {"query": "select:mcp__plugin_ithaca_ithaca__load_protocols"}.',
     "codex": " If load_protocols is not among your tools yet, call tool_search with"
     ' {"query": "ithaca load_protocols"}: it is in the mcp__ithaca namespace.',
 }
@@ -120,7 +123,7 @@ def _decide_admission(ctx: GateContext) -> Opinion:
             event["id"],
             event["context"]["workflow"],
             ctx.config["protocols"]["strict"],
-            ctx.host,
+            f"{ctx.host}-plugin" if ctx.scratch.get(VIA_PLUGIN) else ctx.host,
         ),
     )
 

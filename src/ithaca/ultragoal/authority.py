@@ -113,11 +113,17 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
     return ABSTAIN
 
 
+def is_reviewer(agent_type: object, reviewer: str) -> bool:
+    """Whether a subagent type names the reviewer: as installed, or as the Ithaca plugin
+    for Claude Code makes it known (``ithaca:<name>``)."""
+    return agent_type in (reviewer, f"ithaca:{reviewer}")
+
+
 def _reviewer_only(ctx: GateContext) -> Opinion:
     """Submitting or ticketing a review is the reviewer subagent's (reference §6.3); Codex
     payloads name no subagent, so there only the review's nonce binds it to a dispatch."""
     reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
-    if ctx.host == "codex" or ctx.payload.get("agent_type") == reviewer:
+    if ctx.host == "codex" or is_reviewer(ctx.payload.get("agent_type"), reviewer):
         return ABSTAIN
     from ithaca.ultragoal.prompts import not_reviewer
 

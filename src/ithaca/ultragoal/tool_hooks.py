@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ithaca.kernel.gates import GateContext, Opinion
 from ithaca.ultragoal import brief, lifecycle, prompts, records
+from ithaca.ultragoal.authority import is_reviewer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def _tool(conn: sqlite3.Connection, call: Call, ctx: GateContext) -> Opinion | N
         return None
     field = DELEGATE_TOOLS.get(call.tool)
     reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
-    if field is not None and call.tool_input.get(field) == reviewer:
+    if field is not None and is_reviewer(call.tool_input.get(field), reviewer):
         return _claim(conn, call, ctx, field)
     return None
 

@@ -43,11 +43,30 @@ def _render(report: dict[str, Any]) -> None:
             out.print(f"  ~ {surface}", markup=False)
 
 
+PLUGIN_NOTE = (
+    "profile plugin: the Ithaca plugin ({plugin}) wires Claude Code here, without a sandbox"
+    " or deny rules (shell commands are checked by their text only); for the sandboxed"
+    " profile, disable it (`claude plugin disable {plugin}`) and run `ithaca install claude`"
+)
+BESIDE_PLUGIN = (
+    "the Ithaca plugin ({plugin}) is enabled too; its hooks and MCP server step aside in this"
+    " project for the install's"
+)
+
+
 def _render_doctor(result: dict[str, Any]) -> None:
+    from ithaca.hosts.install.doctor import PLUGIN_PROFILE
     from ithaca.hosts.install.sandbox import UNSANDBOXED_NOTE
 
     out = console()
     for host in result["hosts"]:
+        if host.get("profile") == PLUGIN_PROFILE:
+            out.print(f"{host['host']}: {PLUGIN_NOTE.format(plugin=host['plugin'])}", markup=False)
+            continue
+        if host.get("plugin"):
+            out.print(
+                f"{host['host']}: {BESIDE_PLUGIN.format(plugin=host['plugin'])}", markup=False
+            )
         if host.get("profile") == "unsandboxed":
             out.print(f"{host['host']}: {UNSANDBOXED_NOTE}", markup=False)
         elif host.get("profile"):

@@ -12,10 +12,17 @@ from ithaca.cli.output import errors_to_exit
 
 
 @click.command("mcp")
+@click.option(
+    "--plugin",
+    is_flag=True,
+    help="Started by the Claude Code plugin: offer no tools where the project's own "
+    ".mcp.json registers Ithaca's server (ithaca install claude).",
+)
 @click.pass_context
-def command(ctx: click.Context) -> None:
-    """Serve Ithaca's MCP tools (load_protocols, protocols) over stdio."""
+def command(ctx: click.Context, plugin: bool) -> None:
+    """Serve Ithaca's MCP tools to an agent over stdio (load_protocols first, then the
+    protocols, notebook, ulysses, knowledge, delivery and ultragoal tools)."""
     from ithaca.mcp.server import main
 
     with errors_to_exit():
-        main(ctx.obj["project_path"])
+        main(ctx.obj["project_path"], plugin=plugin)

@@ -7,6 +7,12 @@ is answered with silence so that the user's own permission rules still apply; de
 ask go in ``hookSpecificOutput.permissionDecision``; a blocked prompt or Stop uses
 ``{"decision": "block", "reason": …}``.
 
+Installed as the Ithaca plugin, Claude Code names Ithaca's MCP tools after the plugin
+(``mcp__plugin_ithaca_ithaca__<tool>``); ``normalised`` gives them the name an install
+gives them, so every gate knows them either way. The plugin's hooks step aside for an
+event the project's own settings already hand to Ithaca (``wired_by_install``): an
+``ithaca install claude`` there is the stronger profile, and one hook per event decides.
+
 This package is Claude Code's adapter on the hook path (the dispatcher imports it for every
 call, so it holds the adapter itself rather than naming a module of it); the installer is
 ``installer``.
@@ -35,6 +41,30 @@ EVENTS = (
 )
 PROMPT_EVENTS = ("UserPromptSubmit", "UserPromptExpansion")
 SESSION_ENV_FILE = "CLAUDE_ENV_FILE"
+# How Claude Code prefixes the tools of the ``ithaca`` server of the ``ithaca`` plugin.
+PLUGIN_TOOL_PREFIX = "mcp__plugin_ithaca_ithaca__"
+# The project settings file ``ithaca install claude`` wires its hooks into.
+PROJECT_SETTINGS = (".claude", "settings.json")
+
+
+def normalised(payload: dict[str, Any], server_name: str) -> dict[str, Any]:
+    """``payload`` with a plugin-named Ithaca tool under the name an install gives it."""
+    name = payload.get("tool_name")
+    if isinstance(name, str) and name.startswith(PLUGIN_TOOL_PREFIX):
+        return {**payload, "tool_name": f"mcp__{server_name}__{name[len(PLUGIN_TOOL_PREFIX) :]}"}
+    return payload
+
+
+def wired_by_install(project_root: str, event: str) -> bool:
+    """Whether the project's own Claude Code settings run Ithaca's hook for ``event``."""
+    import os
+
+    try:
+        with open(os.path.join(project_root, *PROJECT_SETTINGS), encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return False
+    return f"ithaca-hook {HOST} {event}" in text
 
 
 def tool_call(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:

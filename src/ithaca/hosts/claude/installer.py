@@ -34,6 +34,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from ithaca.hosts.claude import enabled_plugin
 from ithaca.hosts.install import bundled as install_bundled
 from ithaca.hosts.install import sandbox as install_sandbox
 from ithaca.hosts.install import server as install_server
@@ -58,7 +59,7 @@ from ithaca.hosts.install.manifest import (
 from ithaca.hosts.install.report import InstallReport
 from ithaca.hosts.install.staged import Staged, staging
 from ithaca.hosts.install.transaction import commit_install, roots
-from ithaca.kernel import Conflict, clock, invalid_field
+from ithaca.kernel import Conflict, Refused, clock, invalid_field
 from ithaca.ultragoal import hostcap
 
 HOST = "claude"
@@ -148,6 +149,7 @@ def install(
             f"stop hook block cap {stop_hook_block_cap} must be a whole number (0: no cap)",
         )
     root, state = roots(project_root)
+    _refuse_beside_the_plugin(root)
     previous = _read_manifest(state)
     settings, settings_text = read_json_document(root, SETTINGS_RELPATH)
     mcp, mcp_text = read_json_document(root, MCP_RELPATH)
@@ -195,6 +197,26 @@ def install(
         commit_install(staged, HOST, root, previous, manifest, report)
     _note_local_cap(root, stop_cap["value"], report)
     return report
+
+
+def _refuse_beside_the_plugin(root: Path) -> None:
+    """``CLAUDE_PLUGIN_ENABLED`` where the Ithaca plugin already wires this project."""
+    found = enabled_plugin.enabling(root)
+    if found is None:
+        return
+    plugin_id, path = found
+    scope = ""  # where `claude plugin disable` defaults to: the user's settings
+    if path.is_relative_to(root):
+        scope = " --scope local" if path.name == "settings.local.json" else " --scope project"
+    raise Refused(
+        "CLAUDE_PLUGIN_ENABLED",
+        f"the Ithaca plugin ({plugin_id}, enabled in {path}) already wires Claude Code's"
+        " hooks and Ithaca's MCP server for this project. Keep one: the plugin (every"
+        " project, no sandbox profile), or `claude plugin disable"
+        f" {plugin_id}{scope}` and then `ithaca install claude` again (the sandboxed"
+        " profile and its deny rules)",
+        {"plugin": plugin_id, "settings": str(path)},
+    )
 
 
 def uninstall(project_root: Path) -> InstallReport:

@@ -52,6 +52,16 @@ CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 ASK_NOTE = "(Codex cannot ask the user to confirm a call, so Ithaca denies it.)"
 
 
+def normalised(payload: dict[str, Any], server_name: str) -> dict[str, Any]:
+    """Codex names Ithaca's tools one way only."""
+    return payload
+
+
+def wired_by_install(project_root: str, event: str) -> bool:
+    """Ithaca ships no Codex plugin, so no hook of one has to step aside."""
+    return False
+
+
 def render(event: str, final: Opinion) -> tuple[str, int]:
     """The stdout text and exit code for Codex."""
     answer: dict[str, Any] = {}

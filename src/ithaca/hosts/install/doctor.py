@@ -6,7 +6,10 @@ hook interpreter and the MCP server command still resolve, and runs the installe
 SessionStart hook on a scratch project (``HOOK_START_FAILED`` when it does not answer).
 For Codex it also checks that the user's Codex config still trusts the project and each
 installed hook's hash (``HOOKS_UNTRUSTED``): without that, Codex runs none of them.
-A host with no manifest is ``INSTALL_MISSING``. Any finding makes the CLI exit non-zero.
+A host with no manifest is ``INSTALL_MISSING``, unless the Ithaca plugin wires Claude Code
+for the project: then its profile is ``plugin`` (no sandbox, no deny rules), and beside an
+install the result names the plugin, whose hooks step aside there. Any finding makes the
+CLI exit non-zero.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ithaca.hosts.claude import enabled_plugin
 from ithaca.hosts.install import sandbox as install_sandbox
 from ithaca.hosts.install.files import file_bytes, read_json_object
 from ithaca.hosts.install.hooks import listed_hooks_ok
@@ -34,8 +38,24 @@ from ithaca.kernel import IthacaError
 UNTRUSTED = "HOOKS_UNTRUSTED"
 
 
+PLUGIN_PROFILE = "plugin"
+
+
 def check(project_root: Path, host: str) -> dict[str, Any]:
-    """``{"host", "installed", "checked", "findings"}`` for ``host`` in the project."""
+    """``{"host", "installed", "checked", "findings"}`` for ``host`` in the project, with
+    ``profile`` and the enabled Ithaca ``plugin`` where there is one."""
+    root, _ = roots(project_root)
+    result = _checked(root, host)
+    plugin = enabled_plugin.enabling(root) if host == "claude" else None
+    if plugin is None:
+        return result
+    result["plugin"] = plugin[0]
+    if not result["installed"]:
+        result.update(installed=True, findings=[], profile=PLUGIN_PROFILE)
+    return result
+
+
+def _checked(project_root: Path, host: str) -> dict[str, Any]:
     root, state = roots(project_root)
     relpath = manifest_relpath(host)
     try:

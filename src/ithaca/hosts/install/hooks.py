@@ -39,16 +39,26 @@ def hook_command(event: str, host: str) -> str:
     of the prompt or tool call, with the reason and the fix on stderr. Any other failure
     of a hook would let the call through.
     """
+    missing = not_installed(f"then run: ithaca install {host}")
+    return f"{unless_installed(missing)}; exec {HOOK_PROGRAM} {host} {event}"
+
+
+def not_installed(then: str) -> str:
+    """What a hook says on a machine without ``ithaca-hook``, ending with ``then``."""
     # Claude Code quotes the whole command beside every Stop block, so the fallback text
     # must read as what it is, a branch for a machine without Ithaca, not as a refusal.
-    missing = (
+    return (
         f"ITHACA_NOT_INSTALLED: {HOOK_PROGRAM} is not on PATH on this machine, so Ithaca"
         f" cannot check this call. Install Ithaca (uv tool install ithaca, or pipx install"
-        f" ithaca), then run: ithaca install {host}"
+        f" ithaca), {then}"
     )
+
+
+def unless_installed(missing: str) -> str:
+    """The shell test that blocks (exit 2) with ``missing`` when there is no hook program."""
     return (
         f"command -v {HOOK_PROGRAM} >/dev/null 2>&1 || {{ echo {shlex.quote(missing)} >&2;"
-        f" exit 2; }}; exec {HOOK_PROGRAM} {host} {event}"
+        f" exit 2; }}"
     )
 
 
