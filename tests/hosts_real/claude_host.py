@@ -121,6 +121,7 @@ class ClaudePluginHost(ClaudeHost):
     the repository has ``ithaca init`` and no ``ithaca install claude``."""
 
     namespace = "mcp__plugin_ithaca_ithaca"  # Claude Code names a plugin's tools so
+    reviewer_agent = "ithaca:code-reviewer"  # and its agents
 
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
         super().__init__(root, model, ithaca)

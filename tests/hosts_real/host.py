@@ -91,6 +91,7 @@ class Host(ABC):
 
     name = ""
     namespace = "mcp__ithaca"
+    reviewer_agent = "code-reviewer"  # the reviewer's agent type, as the host knows it
 
     def __init__(self, root: Path, model: ScriptedModel, ithaca: Path):
         self.root = root

@@ -12,6 +12,7 @@ from tests.hosts_real.binaries import REPO, host_binary
 from tests.hosts_real.claude_host import ClaudePluginHost
 from tests.hosts_real.scripted import Script
 from tests.hosts_real.test_protocols import play_the_protocols_turn
+from tests.hosts_real.test_review_brief import play_the_review
 
 
 @pytest.mark.parametrize("path", [".", "plugins/ithaca"])
@@ -29,6 +30,12 @@ def test_a_protocols_turn_is_governed_through_the_plugin(plugin_host: ClaudePlug
     assert not (plugin_host.repo / ".claude").exists()  # nothing of an install's
     assert not (plugin_host.repo / ".mcp.json").exists()
     play_the_protocols_turn(plugin_host)
+
+
+def test_the_reviewer_starts_as_the_plugins_agent_and_only_it_submits(
+    plugin_host: ClaudePluginHost,
+):
+    play_the_review(plugin_host)
 
 
 def test_the_plugin_steps_aside_where_the_project_has_its_own_install(

@@ -54,9 +54,9 @@ def reviewer_start(host: Host) -> Call:
         assert (host.repo / ".codex" / "agents" / "code-reviewer.toml").is_file()  # installed
         with (host.home / "config.toml").open("a") as config:
             config.write(CODEX_MULTI_AGENT)
-        given = {"agent_type": "code-reviewer", "task_name": "review", "message": STEERING}
+        given = {"agent_type": host.reviewer_agent, "task_name": "review", "message": STEERING}
         return Call("spawn_agent", given, namespace="collaboration")
-    given = {"description": "Review", "prompt": STEERING, "subagent_type": "code-reviewer"}
+    given = {"description": "Review", "prompt": STEERING, "subagent_type": host.reviewer_agent}
     return Call("Agent", given)
 
 
@@ -144,6 +144,11 @@ def submission(host: Host, read: tuple[str, ...]) -> Any:
 
 
 def test_only_the_reviewer_submits_and_only_a_review_of_the_change_is_accepted(host: Host):
+    play_the_review(host)
+
+
+def play_the_review(host: Host) -> None:
+    """The reviewer's two submissions and the agent's own, from an approved pursuit."""
     steps = approved_pursuit(host)
     start = reviewer_start(host)
     own = {

@@ -16,7 +16,7 @@ against the output schema too. ``tests/mcp/test_surface.py`` validates real answ
 every tool against it, refusals included.
 
 The hints are the MCP tool annotations (spec defaults: not read-only, destructive, not
-idempotent, open world); the server publishes all four for every tool. ``destructive``
+idempotent, open world); the server publishes those that differ from them. ``destructive``
 means a call may delete or overwrite something so that it cannot be taken back;
 ``idempotent`` that repeating a call with the same arguments changes nothing more (no
 new row, file or journal event). Every Ithaca tool works on the project's own state, so

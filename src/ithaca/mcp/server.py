@@ -13,7 +13,7 @@ with coded errors instead of being dropped or described in the SDK's prose. The 
 host session comes from the hook's call ticket (``ithaca.mcp.caller``) and is filled in
 for the tools that take ``session`` (DESIGN, Kernel contracts 4). Results are JSON
 objects, so clients get ``structuredContent`` as well as the same JSON as text; each tool
-publishes its title, its four behaviour hints and an output schema for that object
+publishes its title, its behaviour hints and an output schema for that object
 (``ithaca.kernel.tools``).
 
 The project is opened when the server is built. A host plugin starts ``ithaca mcp`` in

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ithaca import __version__
+from ithaca.hosts.claude import PLUGIN_TOOL_PREFIX
 from ithaca.hosts.claude.installer import AGENTS, CLAUDE_EVENTS, HOST, SKILLS
 from ithaca.hosts.install.hooks import HOOK_PROGRAM, not_installed, unless_installed
 
@@ -57,7 +58,7 @@ def plugin_files() -> dict[str, bytes]:
         ),
         "README.md": README.encode("utf-8"),
         **{f"skills/{name}/SKILL.md": _skill(name) for name in SKILLS},
-        **{f"agents/{name}.md": _shipped("agents", f"{name}.md") for name in AGENTS},
+        **{f"agents/{name}.md": _agent(name) for name in AGENTS},
     }
     return {
         MARKETPLACE_RELPATH: _json(_marketplace()),
@@ -147,6 +148,12 @@ def _skill(name: str) -> bytes:
     text = _shipped(name, "SKILL.md").decode("utf-8")
     claude = 'subagent_type: "code-reviewer"'
     return text.replace(claude, f'subagent_type: "{REVIEWER_IN_PLUGIN}"').encode("utf-8")
+
+
+def _agent(name: str) -> bytes:
+    """A shipped agent, its tools named as Claude Code names the plugin's."""
+    text = _shipped("agents", f"{name}.md").decode("utf-8")
+    return text.replace("mcp__ithaca__", PLUGIN_TOOL_PREFIX).encode("utf-8")
 
 
 def _shipped(*resource: str) -> bytes:
