@@ -11,7 +11,6 @@ adding it here. Each situation runs all of them in one process (``command_walk.p
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +22,9 @@ import pytest
 from tests.needs import require
 
 from ithaca import init_project
+from ithaca.cli import entry
 from ithaca.cli.entry import cli
+from ithaca.kernel import Refused
 
 WALKER = Path(__file__).with_name("command_walk.py")
 # Commands that are not one answer to one call: the demo plays in a folder of its own,
@@ -105,10 +106,41 @@ def read_only(folder: Path) -> list[str]:
     ]
 
 
-def test_the_walk_covers_every_command() -> None:
-    walked_commands = {line[0] for line in LINES}
-    assert walked_commands == set(cli.list_commands(click.Context(cli))) - {"demo", "mcp"}
-    assert len(LINES) > 60
+def last_word(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], raised: BaseException
+) -> tuple[object, str]:
+    """What ``ithaca next`` answers when its command raises ``raised``: exit code, stderr."""
+    from ithaca.cli.commands import next as next_command
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(next_command.command, "callback", broken)
+    monkeypatch.setattr(sys, "argv", ["ithaca", "next"])
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    return exited.value.code, capsys.readouterr().err
+
+
+def test_an_interrupt_is_a_coded_error_with_exit_130(monkeypatch, capsys) -> None:
+    code, err = last_word(monkeypatch, capsys, KeyboardInterrupt())
+    assert (code, err.strip().splitlines()[-1][:20]) == (130, "error INTERRUPTED: s")
+
+
+def test_a_coded_error_a_command_let_through_keeps_its_code(monkeypatch, capsys) -> None:
+    code, err = last_word(monkeypatch, capsys, Refused("SOME_CODE", "what to do next"))
+    assert (code, err) == (1, "error SOME_CODE: what to do next\n")
+
+
+def test_a_bug_is_an_internal_error_naming_the_doctor_and_the_debug_switch(
+    monkeypatch, capsys
+) -> None:
+    code, err = last_word(monkeypatch, capsys, ZeroDivisionError("division by zero"))
+    assert code == 1 and err.startswith("error INTERNAL_ERROR: Ithaca failed unexpectedly")
+    assert "ithaca doctor" in err and "ITHACA_DEBUG=1" in err and "Traceback" not in err
+    monkeypatch.setenv("ITHACA_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        last_word(monkeypatch, capsys, ZeroDivisionError("division by zero"))
 
 
 def test_bad_input_in_a_project(project_dir: Path) -> None:
@@ -150,4 +182,4 @@ def no_user_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """User-only commands ask at a terminal; the walk has none (stdin is a pipe)."""
     monkeypatch.delenv("ITHACA_SESSION_ID", raising=False)
     monkeypatch.setenv("COLUMNS", "80")
-    os.environ.pop("ITHACA_DEBUG", None)
+    monkeypatch.delenv("ITHACA_DEBUG", raising=False)

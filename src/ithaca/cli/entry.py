@@ -70,13 +70,20 @@ def cli(ctx: click.Context, project_path: str) -> None:
 
 def main() -> None:
     """``ithaca``: the group, with a last word for what no command turned into a coded error
-    (a folder that cannot be written, an interrupt, a bug), so that no traceback reaches a
-    user. ``ITHACA_DEBUG=1`` lets the traceback through."""
+    (a coded error a command let through, a folder that cannot be written, an interrupt, a
+    bug), so that no traceback reaches a user. ``ITHACA_DEBUG=1`` lets the traceback
+    through. Click runs without its own last word (``standalone_mode=False``), which would
+    turn an interrupt into a bare "Aborted!"; its usage errors are shown as it shows them."""
     try:
-        cli(prog_name="ithaca", standalone_mode=True)
-    except KeyboardInterrupt:
+        code = cli.main(prog_name="ithaca", standalone_mode=False)
+    except (KeyboardInterrupt, click.Abort):
         click.echo("error INTERRUPTED: stopped by the user; nothing half-done is kept", err=True)
         sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except IthacaError as exc:
+        fail(exc)
     except OSError as exc:
         if os.environ.get("ITHACA_DEBUG"):
             raise
@@ -91,3 +98,4 @@ def main() -> None:
                 " and rerun with ITHACA_DEBUG=1 to see the traceback for a bug report",
             )
         )
+    sys.exit(code if isinstance(code, int) else 0)

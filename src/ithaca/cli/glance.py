@@ -70,7 +70,7 @@ def _hosts(project: IthacaProject) -> list[dict[str, Any]]:
     wired = []
     for host in HOSTS:
         try:
-            found = check(Path(project.project.root), host)
+            found = check(Path(project.project.root), host, run_hook=False)
         except IthacaError as exc:
             lines.append(
                 line(
@@ -81,10 +81,12 @@ def _hosts(project: IthacaProject) -> list[dict[str, Any]]:
         if not found["installed"]:
             continue
         wired.append(host)
-        profile = found.get("profile") or "sandboxed"
-        guard = "" if profile == "sandboxed" else " (text guard only: no OS sandbox)"
+        # No profile: a manifest too broken or too old to say (drifted, below).
+        profile = found.get("profile")
+        guard = "" if profile in ("sandboxed", None) else " (text guard only: no OS sandbox)"
         if found.get("plugin"):
             guard += f", plugin {found['plugin']}"
+        wiring = f"profile {profile or 'unknown'}{guard}"
         if host in unhooked:
             lines.append(
                 line(
@@ -100,13 +102,13 @@ def _hosts(project: IthacaProject) -> list[dict[str, Any]]:
             lines.append(
                 line(
                     "hosts",
-                    f"{host}: profile {profile}{guard}, drifted ({codes})",
+                    f"{host}: {wiring}, drifted ({codes})",
                     f"ithaca install {host}",
                     waiting=True,
                 )
             )
         else:
-            lines.append(line("hosts", f"{host}: profile {profile}{guard}, healthy"))
+            lines.append(line("hosts", f"{host}: {wiring}, healthy"))
     if not wired:
         lines.append(
             line(

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ithaca.delivery.ledger.driver import main as run_merge_driver
     from ithaca.delivery.records.catalogue import example as record_example
     from ithaca.delivery.records.catalogue import fields_text as record_fields
+    from ithaca.delivery.run_plan.progress import ATTRIBUTE as PROGRESS_ATTRIBUTE
+    from ithaca.delivery.run_plan.progress import LOGGER as PROGRESS_LOGGER
     from ithaca.delivery.service import DeliveryService
     from ithaca.delivery.sessions.close import REASONS as CLOSE_REASONS
     from ithaca.delivery.sessions.env import SESSION_VARIABLE
@@ -38,6 +40,8 @@ _FACE = {
     "IMPORT_FORMATS": "ithaca.delivery.imports.tool:FORMATS",
     "record_fields": "ithaca.delivery.records.catalogue:fields_text",
     "record_example": "ithaca.delivery.records.catalogue:example",
+    "PROGRESS_LOGGER": "ithaca.delivery.run_plan.progress:LOGGER",
+    "PROGRESS_ATTRIBUTE": "ithaca.delivery.run_plan.progress:ATTRIBUTE",
 }
 __all__ = [
     "DeliveryService",
@@ -50,6 +54,8 @@ __all__ = [
     "IMPORT_FORMATS",
     "record_fields",
     "record_example",
+    "PROGRESS_LOGGER",
+    "PROGRESS_ATTRIBUTE",
 ]
 __getattr__ = lazy(__name__, _FACE)
 

@@ -45,7 +45,6 @@ _TOOLS: tuple[tuple[str, str, str, dict[str, Any], dict[str, Any], bool, bool, b
         "Delivery context",
         CONTEXT_DESCRIPTION,
         CONTEXT_SCHEMA,
-        # The envelope groups its diagnostics by severity, so they are an object here.
         result_schema(id=STRING),
         True,
         False,

@@ -18,6 +18,12 @@ def now() -> str:
     return format_ms(time.time_ns() // 1_000_000)
 
 
+def file_stamp() -> str:
+    """The current time as ``20261129T232038123Z``: sortable, safe in a file name (backups
+    and quarantines are named so)."""
+    return now().replace("-", "").replace(":", "").replace(".", "")
+
+
 def format_ms(epoch_ms: int) -> str:
     seconds, millis = divmod(epoch_ms, 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"

@@ -26,7 +26,7 @@ from ithaca import collected, resolve
 from ithaca.kernel import anchor, clock, journal, journal_check, lockdown
 from ithaca.kernel.connection import LATEST_VERSION
 from ithaca.kernel.errors import Corrupt, IthacaError, NotFound
-from ithaca.kernel.files import write_atomic
+from ithaca.kernel.files import fsync_file, write_atomic
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -154,7 +154,7 @@ def repair(project: Project, store: Store) -> dict[str, Any]:
 def backup(project: Project, store: Store) -> dict[str, Any]:
     """A verified copy in ``backups/state-<UTC ts>.db`` with its manifest beside it."""
     folder = project.backups_dir
-    name = f"state-{_stamp()}"
+    name = f"state-{clock.file_stamp()}"
     temp = os.path.join(folder, f"{name}.db.tmp")
     target = os.path.join(folder, f"{name}.db")
     try:
@@ -166,7 +166,7 @@ def backup(project: Project, store: Store) -> dict[str, Any]:
             manifest = _describe(copy)
         finally:
             copy.close()
-        _fsync_file(temp)
+        fsync_file(temp)
         manifest["sha256"] = _sha256(temp)
         os.rename(temp, target)
         _fsync_folder(folder)
@@ -191,7 +191,7 @@ def restore(project: Project, store: Store, backup_path: str) -> dict[str, Any]:
     try:
         temp = f"{project.db_path}.restore.tmp"
         shutil.copyfile(path, temp)
-        _fsync_file(temp)
+        fsync_file(temp)
         os.rename(temp, project.db_path)
         _fsync_folder(os.path.dirname(project.db_path))
         restored = Store(project.db_path, backups_dir=project.backups_dir, migrate=False)
@@ -331,7 +331,7 @@ def _describe(conn: sqlite3.Connection) -> dict[str, Any]:
 
 def _quarantine(project: Project) -> str:
     """Move ``state.db[-wal|-shm]`` to a fresh quarantine folder; returns the folder."""
-    folder = os.path.join(project.runtime, "recovery", f"quarantine-{_stamp()}")
+    folder = os.path.join(project.runtime, "recovery", f"quarantine-{clock.file_stamp()}")
     os.makedirs(folder)
     for suffix in DB_SIDE_FILES:
         source = project.db_path + suffix
@@ -377,25 +377,12 @@ def _count(conn: sqlite3.Connection, table: str) -> int:
         return 0
 
 
-def _stamp() -> str:
-    """The current UTC time as ``20261129T232038123Z``: sortable, safe in file names."""
-    return clock.now().replace("-", "").replace(":", "").replace(".", "")
-
-
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_folder(path: str) -> None:

@@ -68,6 +68,15 @@ def write_atomic(
     return base.joinpath(*parts)
 
 
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Flush a file's bytes to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def make_folders(root: str | os.PathLike[str], relpath: str | Path) -> Path:
     """Make the folder ``relpath`` inside ``root`` and the folders on the way (the root
     included), refusing a symlink or a non-folder anywhere below the root; its path."""

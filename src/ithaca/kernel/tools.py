@@ -51,9 +51,6 @@ class ToolSpec(NamedTuple):
     takes_session: bool = False
 
 
-# The keywords an outline keeps of each top-level property: what the value is, not the
-# limits the service checks.
-_OUTLINE_KEYWORDS = ("type", "enum", "const", "anyOf")
 # Any JSON value, spelt so that clients see a type (a bare {} is flagged as untyped).
 ANY_JSON: dict[str, Any] = {
     "anyOf": [
@@ -75,6 +72,11 @@ ARRAY: dict[str, Any] = {"type": "array"}
 def with_session(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` as its service accepts it: with the ``session`` the server fills in."""
     return {**schema, "properties": {**schema["properties"], "session": STRING}}
+
+
+# The keywords an outline keeps of each top-level property: what the value is, not the
+# limits the service checks.
+_OUTLINE_KEYWORDS = ("type", "enum", "const", "anyOf")
 
 
 def outline(schema: dict[str, Any]) -> dict[str, Any]:

@@ -101,12 +101,14 @@ def test_the_source_is_recognised_wherever_it_lies(
     run_import: Import, project: IthacaProject, tmp_path: Path
 ) -> None:
     source = copy_source("speckit", tmp_path)
-    run_import(source)
+    first = run_import(source)
     moved = tmp_path / "elsewhere"
     shutil.move(source, moved)
     before = snapshot(project)
     answer = run_import(moved)
     assert answer["counts"]["created"] == 0
+    # Known by its keys, not its path: each item is the one already there, unchanged.
+    assert answer["counts"]["unchanged"] == first["counts"]["created"]
     assert snapshot(project) == before
 
 

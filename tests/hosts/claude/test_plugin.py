@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from ithaca.cli.entry import cli
 from ithaca.hosts import dispatch
 from ithaca.hosts.claude import plugin
 from ithaca.hosts.claude.installer import CLAUDE_EVENTS, install
@@ -115,11 +117,34 @@ def test_without_an_install_the_plugins_hooks_govern_and_name_its_tools(project_
     assert "deny" in answer
 
 
-def test_install_refuses_while_the_plugin_wires_the_project(project_dir, tmp_path, monkeypatch):
+def enable_the_plugin_for_the_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     user = tmp_path / "claude-config"
     user.mkdir()
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(user))
     (user / "settings.json").write_text(json.dumps({"enabledPlugins": {"ithaca@ithaca": True}}))
+
+
+def test_status_doctor_and_the_session_start_name_the_plugins_weaker_profile(
+    project_dir, tmp_path, monkeypatch
+):
+    enable_the_plugin_for_the_user(tmp_path, monkeypatch)
+    status = CliRunner().invoke(cli, ["--project", str(project_dir), "status"])
+    assert "claude: profile plugin (text guard only: no OS sandbox), plugin ithaca@ithaca" in (
+        status.output
+    )
+    doctor = CliRunner().invoke(
+        cli, ["--project", str(project_dir), "install", "--doctor", "claude"]
+    )
+    assert doctor.exit_code == 0, doctor.output
+    assert "without a sandbox or deny rules" in doctor.output
+    assert "claude plugin disable ithaca@ithaca" in doctor.output
+    start = json.dumps({"session_id": "s1", "cwd": str(project_dir), "source": "startup"})
+    out, _ = dispatch.run("claude", "SessionStart", start, plugin=True)
+    assert "[Ithaca profile] unsandboxed" in out
+
+
+def test_install_refuses_while_the_plugin_wires_the_project(project_dir, tmp_path, monkeypatch):
+    enable_the_plugin_for_the_user(tmp_path, monkeypatch)
     with pytest.raises(Refused) as refused:
         install(project_dir, profile="unsandboxed")
     assert refused.value.code == "CLAUDE_PLUGIN_ENABLED"

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from ithaca.cli.opening import opened
-from ithaca.cli.output import console, errors_to_exit, fail, json_option, show
+from ithaca.cli.output import console, emit_json, errors_to_exit, fail, json_option, show
 from ithaca.delivery import DeliveryService, validation_error
 from ithaca.kernel import IthacaError, find_project, ids
 
@@ -102,12 +102,10 @@ def _print_example(kind: str | None, action: str | None, as_json: bool) -> None:
         raise click.UsageError("give KIND and ACTION, e.g. `record --example decision accept`")
     with errors_to_exit(as_json):
         data = record_example(kind, action)
-    if as_json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-        return
-    text = json.dumps(data, ensure_ascii=False)
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-    click.echo(f"\n# record it:  ithaca record {kind} {action} --data '{text}'", err=True)
+    emit_json(data)
+    if not as_json:
+        text = json.dumps(data, ensure_ascii=False)
+        click.echo(f"\n# record it:  ithaca record {kind} {action} --data '{text}'", err=True)
 
 
 def _service(ctx: click.Context, as_json: bool) -> DeliveryService:

@@ -14,7 +14,7 @@ error: on a terminal, one live status line rewritten in place, with each task's 
 printed above it as it comes; elsewhere, plain one-line events (no control characters).
 ``--json`` prints only the final JSON answer. The runner reports its steps as ``logging``
 records of its progress logger (``ithaca.delivery.run_plan.progress``), which this
-command listens to by name.
+command listens to.
 """
 
 from __future__ import annotations
@@ -32,12 +32,8 @@ import click
 
 from ithaca.cli.opening import opened
 from ithaca.cli.output import console, fail, json_option, show
+from ithaca.delivery import PROGRESS_ATTRIBUTE, PROGRESS_LOGGER
 from ithaca.kernel import IthacaError
-
-# The runner's progress logger and the record attribute holding each event (see
-# ``ithaca.delivery.run_plan.progress``).
-PROGRESS_LOGGER = "ithaca.delivery.run_plan.progress"
-PROGRESS_ATTRIBUTE = "ithaca_progress"
 
 
 @click.command("run-plan")

@@ -1,1 +1,4 @@
 """Delivery's doctor: its checks, repairs and rebuild, and the ``doctor`` tool (§11)."""
+
+# The command every doctor finding that ``--repair`` settles names as its fix.
+REPAIR_COMMAND = "ithaca doctor --repair"

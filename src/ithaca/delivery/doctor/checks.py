@@ -34,7 +34,7 @@ import stat
 from typing import Any
 
 from ithaca.delivery.checkpoints import rows as checkpoints
-from ithaca.delivery.doctor import stale
+from ithaca.delivery.doctor import REPAIR_COMMAND, stale
 from ithaca.delivery.ledger import driver_setup as sync_install
 from ithaca.delivery.ledger.format import LEDGER_PATH
 from ithaca.delivery.sessions import leases, packets, worktrees
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 # Folders under the state root whose files only Ithaca writes, each one registered.
 TRACKED_PLANES = ("specs", "decisions", "docs/research", "changes", "reports/templates")
 # The one command that settles what a dead writer left.
-REPAIR_COMMAND = "ithaca doctor --repair"
 # A running session whose lease ran out this many TTLs ago has no owner left.
 ORPHANED_AFTER_TTLS = 2
 # The folders holding one entry per session, which a spawn fills before its session row

@@ -41,11 +41,12 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+from ithaca.delivery.doctor import REPAIR_COMMAND
 from ithaca.delivery.sessions import worktrees
 from ithaca.delivery.units import registry
 from ithaca.kernel import clock, ids
 from ithaca.kernel import git as git_binary
-from ithaca.kernel.files import write_atomic
+from ithaca.kernel.files import fsync_file, write_atomic
 from ithaca.kernel.project import STATE_DIR_NAME, Project, git_top
 
 TYPE_CHECKING = False
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 PLAN_PREFIX = "plan-"
 PLAN_BRANCH = "ithaca/plan/"
 CLOSED_CHANGES = ("archived", "cancelled")
-REPAIR_COMMAND = "ithaca doctor --repair"
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,7 @@ def remove_after_backup(project: Project, conn: sqlite3.Connection) -> dict[str,
         if not found:
             return None
         worktrees.git(project.root, "worktree", "prune", check=False)
-        folder = os.path.join(project.backups_dir, f"worktrees-{_stamp()}")
+        folder = os.path.join(project.backups_dir, f"worktrees-{clock.file_stamp()}")
         main_head = worktrees.head(project.root)
         removed, kept = [], []
         for item in found:
@@ -383,7 +383,7 @@ def _bundle(project: Project, branch: str, folder: str, main_head: str | None) -
     path = os.path.join(folder, "branch.bundle")
     worktrees.git(project.root, "bundle", "create", "-q", path, branch, *excluded)
     worktrees.git(project.root, "bundle", "verify", "-q", path)
-    _fsync(path)
+    fsync_file(path)
     return path
 
 
@@ -429,16 +429,3 @@ def _remove(project: Project, item: Stale) -> None:
         worktrees.git(project.root, "worktree", "prune", check=False)
     if item.branch is not None:
         worktrees.git(project.root, "branch", "-D", item.branch)
-
-
-def _stamp() -> str:
-    """The current UTC time as ``20261129T232038123Z``, as database backups are named."""
-    return clock.now().replace("-", "").replace(":", "").replace(".", "")
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

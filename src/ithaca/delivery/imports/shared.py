@@ -28,6 +28,7 @@ from typing import Any
 
 from ithaca.delivery import layout
 from ithaca.delivery.contract import Diagnostic, diagnostic
+from ithaca.delivery.schemas import ids
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput, IthacaError, NotFound
 
@@ -42,8 +43,7 @@ DOCUMENT_BYTES = 256 * 1024
 MAX_ACCEPTANCE = 100
 MAX_FILES = 500
 
-CHANGE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+TASK_ID = re.compile(ids.TASK_ID["pattern"])  # what the task schema accepts
 
 
 @dataclass
@@ -389,22 +389,6 @@ def paths_in(text: str) -> list[str]:
         except IthacaError:
             continue
     return sorted(found)[:MAX_FILES]
-
-
-def markdown_sections(text: str, level: int = 2) -> list[tuple[str, str]]:
-    """``(heading, body)`` for each heading of ``level`` ``#`` s, in order; text before
-    the first heading has the heading ``""``. Fenced code is not searched for headings."""
-    marker = "#" * level + " "
-    sections: list[tuple[str, list[str]]] = [("", [])]
-    fenced = False
-    for line in text.split("\n"):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not fenced and line.startswith(marker):
-            sections.append((line[len(marker) :].strip(), []))
-        else:
-            sections[-1][1].append(line)
-    return [(heading, "\n".join(body).strip()) for heading, body in sections]
 
 
 def first_heading(text: str) -> str | None:

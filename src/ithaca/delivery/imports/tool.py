@@ -43,6 +43,7 @@ from typing import Any
 
 from ithaca.delivery import documents, layout
 from ithaca.delivery.checkpoints import request as checkpoint_request
+from ithaca.delivery.checkpoints import rows as checkpoint_rows
 from ithaca.delivery.contract import MAX_ENTRIES, Diagnostic, diagnostic
 from ithaca.delivery.idempotency import request_digest
 from ithaca.delivery.imports import openspec, shared, speckit, taskmaster, ultra
@@ -612,14 +613,10 @@ class _Plan:
             else "project"
         )
         scope_id = scope.get("task_id") or scope.get("change_id")
-        accepted = conn.execute(
-            "SELECT payload FROM delivery_checkpoints WHERE stage = ? AND scope_type = ?"
-            " AND ifnull(scope_id, '') = ? AND status = 'accepted'",
-            (item.request["stage"], scope_type, scope_id or ""),
-        ).fetchone()
+        accepted = checkpoint_rows.read(conn, item.request["stage"], scope_type, scope_id)
         if accepted is None:
             return None
-        payload = json.loads(accepted[0])
+        payload = accepted["payload"]
         return {"summary": payload.get("summary"), "data": payload.get("data")}
 
     def _wanted(self, item: Item) -> dict[str, Any]:

@@ -277,8 +277,8 @@ class _Runner:
         settings: run_plan_config.Worker,
         run: Row,
         plan: AcceptedPlan,
-        signals: _Signals | None = None,
-        resume: str | None = None,
+        signals: _Signals,
+        resume: str,
     ):
         self.project = project
         self.store = store
@@ -286,8 +286,8 @@ class _Runner:
         self.settings = settings
         self.run = run
         self.plan = plan
-        self.signals = signals or _Signals()
-        self.resume = resume or resume_command(run["change_id"])
+        self.signals = signals
+        self.resume = resume
         self.last_seq: int | None = None
         self.running: list[run_plan_worker.Launched] = []
         self.wave = 1
@@ -420,7 +420,6 @@ class _Runner:
             self._integrate(task_id, session)
         else:
             self._mark(task_id, "integrated", reason="COMPLETED_OUTSIDE_RUN")
-            self._report(task_id, "integrated", reason="COMPLETED_OUTSIDE_RUN")
         return False
 
     def _launch(self, task_id: str) -> run_plan_worker.Launched | None:
@@ -428,7 +427,6 @@ class _Runner:
         skip = self._admit(task_id)
         if skip is not None:
             self._mark(task_id, "skipped", reason=skip)
-            self._report(task_id, "skipped", reason=skip)
             return None
         request = AcquireRequest(
             task_id=task_id,
@@ -446,10 +444,8 @@ class _Runner:
             self.signals.check()  # a Git step the terminal's SIGINT stopped is no skip
             if exc.code == "AUTHORITY_CHANGED":
                 self._mark(task_id, "paused", reason=exc.code)
-                self._report(task_id, "paused", reason=exc.code)
                 raise _Pause(exc.code, {"task_id": task_id}) from exc
             self._mark(task_id, "skipped", reason=exc.code)
-            self._report(task_id, "skipped", reason=exc.code)
             return None
         session_id = answer["session"]["id"]
         log_path = worker_log(self.project, session_id)
@@ -466,7 +462,6 @@ class _Runner:
         except OSError as exc:
             self._fail(session_id)
             self._mark(task_id, "paused", session_id=session_id, reason="WORKER_LAUNCH_FAILED")
-            self._report(task_id, "paused", session_id=session_id, reason="WORKER_LAUNCH_FAILED")
             raise _Pause("WORKER_LAUNCH_FAILED", {"task_id": task_id, "error": str(exc)}) from exc
         self.running.append(launched)  # from here on, a stop signal stops it too
         pid = launched.process.pid
@@ -495,7 +490,6 @@ class _Runner:
             verdict = admit(conn, self.project, task_id, Caller(), leases.now_ms(), git_ready=True)
         if current is None or current["id"] != self.run["checkpoint_id"]:
             self._mark(task_id, "paused", reason="AUTHORITY_CHANGED")
-            self._report(task_id, "paused", reason="AUTHORITY_CHANGED")
             raise _Pause("AUTHORITY_CHANGED", {"task_id": task_id})
         running = verdict.running
         if running is not None and running["plan_run_id"] == self.run["id"]:
@@ -535,13 +529,6 @@ class _Runner:
             exit_code=ended.exit_code,
         )
         log = worker_log(self.project, session["id"])
-        self._report(
-            ended.task_id,
-            "paused",
-            session_id=session["id"],
-            reason=reason,
-            exit_code=ended.exit_code,
-        )
         raise _Pause(
             reason,
             {
@@ -575,13 +562,6 @@ class _Runner:
                 reason="WAVE_INTEGRATION_CONFLICT",
                 exit_code=exit_code,
             )
-            self._report(
-                task_id,
-                "paused",
-                session_id=session["id"],
-                reason="WAVE_INTEGRATION_CONFLICT",
-                exit_code=exit_code,
-            )
             raise _Pause(
                 "WAVE_INTEGRATION_CONFLICT",
                 {
@@ -603,7 +583,6 @@ class _Runner:
             None,
         )
         self._mark(task_id, "integrated", session_id=session["id"], exit_code=exit_code)
-        self._report(task_id, "integrated", session_id=session["id"], exit_code=exit_code)
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -644,9 +623,13 @@ class _Runner:
         )
 
     def _mark(self, task_id: str, status: str, **found: Any) -> None:
+        """Record a task's state in the run and, once it has an outcome in this wave,
+        report it (a task starting is reported by ``_launch``, with its worker)."""
         self.last_seq = run_plan_runs.mark_task(
             self.store, self.run["id"], task_id, status, **found
         )
+        if status != "running":
+            self._report(task_id, status, **found)
 
     def _heartbeat(self, session_ids: list[str]) -> None:
         with self.store.write() as tx:

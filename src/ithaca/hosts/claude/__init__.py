@@ -20,6 +20,8 @@ call, so it holds the adapter itself rather than naming a module of it); the ins
 
 from __future__ import annotations
 
+import os
+
 from ithaca.hosts import ASK_LEAD, BLOCK_LEAD, LEAD, refusal_text
 from ithaca.kernel import Opinion, lightjson
 
@@ -57,8 +59,6 @@ def normalised(payload: dict[str, Any], server_name: str) -> dict[str, Any]:
 
 def wired_by_install(project_root: str, event: str) -> bool:
     """Whether the project's own Claude Code settings run Ithaca's hook for ``event``."""
-    import os
-
     try:
         with open(os.path.join(project_root, *PROJECT_SETTINGS), encoding="utf-8") as handle:
             text = handle.read()

@@ -68,22 +68,25 @@ def plugin_files() -> dict[str, bytes]:
 
 def stale(root: Path) -> list[str]:
     """The plugin files under ``root`` that differ from what this module makes."""
-    return [
-        relpath
-        for relpath, data in plugin_files().items()
-        if not (root / relpath).is_file() or (root / relpath).read_bytes() != data
-    ]
+    return list(_differing(root, plugin_files()))
 
 
 def write(root: Path) -> list[str]:
     """Write the marketplace and the plugin under ``root``; the paths that changed."""
-    changed = stale(root)
-    made = plugin_files()
-    for relpath in changed:
+    changed = _differing(root, plugin_files())
+    for relpath, data in changed.items():
         target = root / relpath
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(made[relpath])
-    return changed
+        target.write_bytes(data)
+    return list(changed)
+
+
+def _differing(root: Path, made: dict[str, bytes]) -> dict[str, bytes]:
+    return {
+        relpath: data
+        for relpath, data in made.items()
+        if not (root / relpath).is_file() or (root / relpath).read_bytes() != data
+    }
 
 
 def _marketplace() -> dict[str, Any]:

@@ -41,11 +41,12 @@ UNTRUSTED = "HOOKS_UNTRUSTED"
 PLUGIN_PROFILE = "plugin"
 
 
-def check(project_root: Path, host: str) -> dict[str, Any]:
+def check(project_root: Path, host: str, *, run_hook: bool = True) -> dict[str, Any]:
     """``{"host", "installed", "checked", "findings"}`` for ``host`` in the project, with
-    ``profile`` and the enabled Ithaca ``plugin`` where there is one."""
+    ``profile`` and the enabled Ithaca ``plugin`` where there is one. Without
+    ``run_hook`` (a glance), the installed hook is not started on a scratch project."""
     root, _ = roots(project_root)
-    result = _checked(root, host)
+    result = _checked(root, host, run_hook)
     plugin = enabled_plugin.enabling(root) if host == "claude" else None
     if plugin is None:
         return result
@@ -55,7 +56,7 @@ def check(project_root: Path, host: str) -> dict[str, Any]:
     return result
 
 
-def _checked(project_root: Path, host: str) -> dict[str, Any]:
+def _checked(project_root: Path, host: str, run_hook: bool) -> dict[str, Any]:
     root, state = roots(project_root)
     relpath = manifest_relpath(host)
     try:
@@ -83,7 +84,7 @@ def _checked(project_root: Path, host: str) -> dict[str, Any]:
     profile = profile_in(manifest)
     if profile == "sandboxed" and host == "claude":  # Codex brings its own bubblewrap
         findings += _sandbox_runs(relpath)
-    if not findings:
+    if not findings and run_hook:
         with tempfile.TemporaryDirectory(prefix="ithaca-doctor-") as folder:
             findings = hook_answers(host, manifest, Path(folder))
     result = _result(host, True, len(record["entries"]), findings)
