@@ -96,10 +96,15 @@ def test_large_input_and_large_output_flow_together(repo: Path) -> None:
     assert done.stdout == answer * 20_000
 
 
-def test_the_environment_given_is_the_one_git_sees(repo: Path) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Penelope", "GIT_AUTHOR_EMAIL": "p@ithaca.invalid"}
-    done = git.run_text(["var", "GIT_AUTHOR_IDENT"], cwd=str(repo), env=env, timeout=10)
+def test_git_sees_the_environment_given_and_only_the_git_variables_named(repo: Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Inherited", "ITHACA_PROBE": "kept"}
+    named = {"GIT_AUTHOR_NAME": "Penelope", "GIT_AUTHOR_EMAIL": "p@ithaca.invalid"}
+    done = git.run_text(
+        ["var", "GIT_AUTHOR_IDENT"], cwd=str(repo), env=env, git_env=named, timeout=10
+    )
     assert done.stdout.startswith("Penelope <p@ithaca.invalid> ")
+    inherited = git.run_text(["var", "GIT_AUTHOR_IDENT"], cwd=str(repo), env=env, timeout=10)
+    assert not inherited.stdout.startswith("Inherited")
 
 
 def test_text_is_read_as_subprocess_reads_it_in_text_mode(fake_git) -> None:

@@ -187,3 +187,35 @@ def test_an_unknown_language_is_unsupported(settings):
     with pytest.raises(InvalidInput) as caught:
         runtimes.measure("cobol", settings)
     assert caught.value.code == "LANGUAGE_UNSUPPORTED"
+
+
+def test_a_runtime_asked_its_version_runs_confined(tmp_path, settings, monkeypatch):
+    """The validator PATH can reach into the project (an activated ``.venv/bin``), where
+    the agent writes: a planted interpreter is asked its version with the filesystem
+    read-only and the user's Ithaca folder out of sight, as a validator would run."""
+    home = tmp_path / "ithaca-home"
+    home.mkdir()
+    (home / "secret").write_text("key\n")
+    monkeypatch.setenv("ITHACA_HOME", str(home))
+    marker = tmp_path / "written-outside"
+    python = tmp_path / "project" / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(
+        f"#!/bin/sh\ntouch {marker}\nsecret=$(cat {home}/secret 2>/dev/null)\n"
+        "printf 'cpython\\n3.99.3 %s' \"${secret:-hidden}\"\n"
+    )
+    python.chmod(0o755)
+    settings["python"] = str(python)
+
+    assert runtimes.measure("python", settings)["version"] == "3.99.3 hidden"
+    assert not marker.exists()
+
+
+def test_without_bubblewrap_a_runtime_is_not_asked_unconfined(tmp_path, settings, monkeypatch):
+    monkeypatch.setattr(runtimes.confine, "bubblewrap", lambda: None)
+    settings["python"] = str(fake_program(tmp_path, "python", "cpython\n3.99.4"))
+    with pytest.raises(Refused) as refused:
+        runtimes.measure("python", settings)
+    assert refused.value.code == "VALIDATOR_ISOLATION_UNAVAILABLE"
+    settings["require_filesystem_isolation"] = False
+    assert runtimes.measure("python", settings)["version"] == "3.99.4"

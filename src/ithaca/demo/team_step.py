@@ -31,6 +31,7 @@ OURS = "T-3"
 THEIRS = "T-4"
 HOST_SESSION = "demo-team-session"
 LEDGER = ".ithaca/tasks/tasks.json"
+LEDGER_DRIVER = "ithaca-ledger"  # the merge driver `ithaca init` registers
 OUR_BRANCH = "t3-shout"
 THEIR_BRANCH = "t4-docs"
 OUR_TITLE = "greet() takes shout=True"
@@ -144,7 +145,13 @@ def _merge_two_branches(stage: Stage) -> None:
     )
 
     git(stage, root, "fetch", "-q", str(mate.root), THEIR_BRANCH)
-    merged = git(stage, root, "merge", "--no-edit", "FETCH_HEAD", check=False)
+    # Ithaca's own Git obeys no program the repository's settings name, so the demo's
+    # merge, played as yours, names the driver your repository registered.
+    driver = f"merge.{LEDGER_DRIVER}.driver"
+    registered = git(stage, root, "config", "--get", driver).stdout.strip()
+    merged = git(
+        stage, root, "-c", f"{driver}={registered}", "merge", "--no-edit", "FETCH_HEAD", check=False
+    )
     expect(merged.returncode == 0, f"git merge stopped: {merged.stdout} {merged.stderr}")
     ledger = json.loads((root / LEDGER).read_text())
     expect(
@@ -361,7 +368,8 @@ def git(stage: Stage, where: Path, *args: str, check: bool = True) -> git_binary
     done = git_binary.run_text(
         ["-c", "commit.gpgsign=false", *args],
         cwd=str(where),
-        env={**stage.env(), **GIT_IDENTITY},
+        env=stage.env(),
+        git_env=GIT_IDENTITY,
         timeout=60,
     )
     if check:

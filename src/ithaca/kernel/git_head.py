@@ -78,10 +78,10 @@ def _team_file(path: str, prefix: str) -> bool:
 
 
 def _working_blobs(project: Project, paths: list[str]) -> dict[str, str]:
-    """The blob id Git would store for each working file of ``paths`` that exists (its
-    filters applied, as ``git hash-object`` does)."""
+    """The blob id of each working file of ``paths`` that exists, by its bytes as they
+    are (no filter: a program the repository names would run as the user)."""
     present = [path for path in paths if os.path.isfile(os.path.join(project.work_root, path))]
-    ids = _git(project, "hash-object", "--", *present).split() if present else []
+    ids = _git(project, "hash-object", "--no-filters", "--", *present).split() if present else []
     return dict(zip(present, ids, strict=True)) if len(ids) == len(present) else {}
 
 

@@ -12,9 +12,10 @@ ordinary commit, inspectable with ``git show``). Its commit message carries the 
 out for being too large, so a rollback knows which paths it must not touch.
 
 ``.ithaca/`` is Ithaca's own state and is never part of the digest nor touched by a rollback.
-Every Git call runs with the user's hooks and file-system monitor switched off and without
-inherited variables that would point Git at another repository or index; the user's ignore
-rules and filters still apply, because they decide which files are theirs.
+Every Git call runs with Ithaca's settings (``kernel.git``): no hooks, file-system monitor
+or program the repository's own settings name, and no inherited variable that would point
+Git at another repository or index; the user's ignore rules and own filters still apply,
+because they decide which files are theirs.
 """
 
 from __future__ import annotations
@@ -36,30 +37,9 @@ REF_PREFIX = "refs/ithaca/checkpoints"
 LEFT_OUT_MARKER = "Ithaca-Left-Out: "
 
 _REF_PART = re.compile(r"[A-Za-z0-9_-]{1,200}")
-_CONFIG = (
-    *("-c", "core.hooksPath=/dev/null"),
-    *("-c", "core.fsmonitor=false"),
-    *("-c", "commit.gpgSign=false"),
-    *("-c", "advice.addEmbeddedRepo=false"),
-)
-# Inherited variables that would aim Git at another repository, index or pathspec style.
-_REDIRECTING = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_NAMESPACE",
-        "GIT_PREFIX",
-        "GIT_QUARANTINE_PATH",
-        "GIT_LITERAL_PATHSPECS",
-        "GIT_GLOB_PATHSPECS",
-        "GIT_NOGLOB_PATHSPECS",
-        "GIT_ICASE_PATHSPECS",
-    }
-)
+# Git runs with Ithaca's settings only (``kernel.git``); an embedded repository is not
+# worth a warning here.
+_CONFIG = ("-c", "advice.addEmbeddedRepo=false")
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "Ithaca",
     "GIT_AUTHOR_EMAIL": "ithaca@localhost",
@@ -273,19 +253,11 @@ def _check_ref_part(pointer: str, value: object) -> None:
         )
 
 
-def _environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if name not in _REDIRECTING}
-    env["GIT_OPTIONAL_LOCKS"] = "0"  # status must not rewrite the user's index
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env.update(extra or {})
-    return env
-
-
 def _git(top: str, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> bytes:
     """Run Git in ``top``; a failure raises ``GitFailed`` naming the command and its error."""
     command = next(arg for arg in args if not arg.startswith("-"))
     try:
-        done = git.run([*_CONFIG, *args], cwd=top, input=stdin, env=_environment(env), timeout=None)
+        done = git.run([*_CONFIG, *args], cwd=top, input=stdin, git_env=env, timeout=None)
     except OSError as exc:  # Git gone since _locate found it, or no memory to start it
         raise GitFailed(f"git {command} could not start: {exc}", {"command": command}) from exc
     if done.returncode != 0:
@@ -300,7 +272,7 @@ def _locate(root: str) -> _Repo | None:
     asked = [arg for name in _GIT_PATHS for arg in ("--git-path", name)]
     located = [*_CONFIG, "rev-parse", "--show-toplevel", *asked, "--verify", "-q", "HEAD"]
     try:
-        done = git.run(located, cwd=here, env=_environment(), timeout=None)
+        done = git.run(located, cwd=here, timeout=None)
     except OSError:
         return None
     lines = [os.fsdecode(line) for line in done.stdout.splitlines()]

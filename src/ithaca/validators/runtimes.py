@@ -8,7 +8,11 @@ executable's path and modification time: reinstalling a runtime is noticed, aski
 is not paid twice.
 
 Executables are resolved against the validator's own ``PATH`` (``validators.path`` or the
-inherited one) and the command names them by absolute path. TypeScript runs through
+inherited one) and the command names them by absolute path. That ``PATH`` may reach into
+the project (an activated ``.venv/bin``, ``node_modules/.bin``), where the agent writes, so
+asking a runtime its version runs it in the validators' confinement (``confine``): the
+same read-only view, with Ithaca's state and the user's settings out of sight, as a
+validator run. TypeScript runs through
 ``tsx`` when it is installed, else through a Node that strips types by default; it is
 never fetched with ``npx``, which would download code at run time.
 """
@@ -19,10 +23,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 from ithaca.kernel.errors import InvalidInput, Refused
+from ithaca.validators import confine
 
 # How long a runtime may take to say its version before it counts as missing.
 PROBE_TIMEOUT_S = 15
@@ -172,19 +178,28 @@ def _ask(program: str, arguments: tuple[str, ...], settings: dict[str, Any]) -> 
         if program == sys.executable and arguments[-1] == _PYTHON_VERSION:
             _answers[key] = f"{sys.implementation.name}\n{sys.version}"
         else:
-            try:
-                done = subprocess.run(
-                    [program, *arguments],
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=PROBE_TIMEOUT_S,
-                    env={"PATH": path},
-                )
-            except (OSError, subprocess.TimeoutExpired):
-                return None
+            with tempfile.TemporaryDirectory(prefix="ithaca-probe-") as folder:
+                confined = _confined(folder, settings)
+                try:
+                    done = subprocess.run(
+                        [*confined, program, *arguments],
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=PROBE_TIMEOUT_S,
+                        env={"PATH": path},
+                    )
+                except (OSError, subprocess.TimeoutExpired):
+                    return None
             ok = done.returncode == 0
             _answers[key] = done.stdout.decode("utf-8", "replace") if ok else None
     return _answers[key]
+
+
+def _confined(folder: str, settings: dict[str, Any]) -> tuple[str, ...]:
+    """The prefix that runs a probe in the validators' confinement (none where the user
+    let validators run unconfined); refuses as a validator run would without it."""
+    confinement, _ = confine.confinement(folder, None, settings)
+    return confinement.prefix if confinement is not None else ()
 
 
 def _missing(language: str, message: str) -> Refused:
