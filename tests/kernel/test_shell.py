@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ithaca.kernel import shell_commands, shell_effects, shell_parse
+from ithaca.kernel import shell_commands, shell_effects, shell_git_reads, shell_parse, shell_readers
 from ithaca.kernel.shell_commands import ithaca_invocation
 from ithaca.kernel.shell_effects import is_read_only, write_targets
 from ithaca.kernel.shell_parse import MAX_DEPTH, parse
@@ -432,7 +432,7 @@ MUTATING = [
     "env INSTA_UPDATE=always cargo test",
     "sudo ls",
     "exec ls",
-    "xargs cat",
+    "xargs rm",
     "source env.sh",
     ". env.sh",
     "eval ls",
@@ -555,9 +555,10 @@ WORD_PIECES = ["python", "pypy", "py", "3", ".", "11", "٣", "²", "x", "-", "$"
         (shell_parse._is_fd_duplicate, r"\d*-?", True, "01٣²-x"),
         (shell_commands.is_python, r"(?:python|pypy)(?:\d+(?:\.\d+)*)?", True, None),
         (shell_effects._is_option_mode, r"-[rwxXst]+", True, "-rwxXstu+"),
-        (shell_effects._is_sed_print, r"(?:\d+|\$)(?:,(?:\d+|\$))?p", True, None),
-        (shell_effects._git_branch_flags, r"-[alrvi]+", True, "-alrvix"),
-        (shell_effects._git_tag_flags, r"-(?:[li]+|n\d*)", True, "-lin1٣x"),
+        (shell_readers._is_sed_print, r"(?:\d+|\$)(?:,(?:\d+|\$))?p", True, None),
+        (shell_readers._is_number, r"[0-9]+", True, "09٣²x-"),
+        (shell_git_reads._git_branch_flags, r"-[alrvi]+", True, "-alrvix"),
+        (shell_git_reads._git_tag_flags, r"-(?:[li]+|n\d*)", True, "-lin1٣x"),
     ],
 )
 @given(data=st.data())

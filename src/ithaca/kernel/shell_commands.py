@@ -5,8 +5,9 @@ The scanner (``shell_parse``) reads a line into the words of each command; this 
 turns those words into the ``SimpleCommand`` every gate judges. It strips what only
 prepares a run (leading keywords, ``NAME=value`` assignments, wrappers such as ``env``,
 ``nice`` or ``sudo`` with their options) and marks the line *opaque* when a construct hides
-what runs (``sudo``, ``xargs``, ``eval``, ``sh -c``…). The text that ``sh -c`` and ``eval``
-carry is handed back, so the scanner parses it as commands of its own.
+what runs (``sudo``, ``eval``, ``sh -c``, ``xargs`` unless it runs one of the
+``PLAIN_READERS``…). The text that ``sh -c`` and ``eval`` carry is handed back, so the
+scanner parses it as commands of its own.
 
 Options are read the way GNU tools do (``-tDIR``, ``-t DIR``, ``--target=DIR``): wrappers,
 runners, write targets and the read-only judgement all need to know which arguments are
@@ -181,13 +182,12 @@ WRAPPERS = {
     "stdbuf": _Wrapper(
         short_values="ioe", long_values=frozenset({"--input", "--output", "--error"})
     ),
-    "xargs": _Wrapper(
+    "xargs": _Wrapper(  # opaque unless it runs a plain reader (``_xargs_runs_plainly``)
         short_values="adEILnPs",
         long_values=frozenset({
             "--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars",
             "--process-slot-var",
         }),
-        opaque=True,
     ),
     "setsid": _Wrapper(),
 }
@@ -195,6 +195,20 @@ WRAPPERS = {
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 OPAQUE_PROGRAMS = frozenset({"eval", "exec", "source", ".", "xargs", "sudo", "doas"})
+# Programs none of whose options writes a file or starts another program, whatever words
+# they are given: the read-only judgement takes them with any option, and ``xargs`` may
+# hand them the words it reads. (``env`` is no such program: its words name what it runs.)
+PLAIN_READERS = frozenset({
+    "ls", "cat", "head", "tail", "wc", "stat", "du", "df", "pwd", "echo", "true", "false",
+    "test", "[", "which", "type", "id", "whoami", "uname", "printenv", "basename", "dirname",
+    "realpath", "readlink", "nl", "cut", "tr", "paste", "column", "diff", "cmp", "comm",
+    "sha256sum", "md5sum", "od", "hexdump", "jq", "cd", "grep", "egrep", "fgrep", "sleep",
+})  # fmt: skip
+# Where a program named by its path is still the system's own; ``./cat`` or
+# ``/tmp/x/git`` could be anything.
+SYSTEM_DIRECTORIES = frozenset(
+    {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/opt/homebrew/bin"}
+)
 _RESERVED_LEADING = frozenset(
     {"!", "{", "}", "if", "then", "elif", "else", "fi", "while", "until", "do", "done", "esac"}
 )
@@ -259,9 +273,9 @@ def _strip_wrappers(
         )
         if name == "command" and any(option in ("-v", "-V") for option, _ in options):
             return words
-        if wrapper.opaque:
-            state.opaque = True
         rest = words[min(index + wrapper.positionals, len(words)) :]
+        if wrapper.opaque or (name == "xargs" and not _xargs_runs_plainly(options, rest)):
+            state.opaque = True
         outputs = []
         for option, value in options:
             if option in wrapper.output_options:
@@ -282,6 +296,23 @@ def _strip_wrappers(
         redirects.extend(outputs)
         words = rest[skipped:]
     return words
+
+
+def system_program(word: str) -> str:
+    """The program's name when ``word`` names it bare or in a system directory, else ``""``."""
+    directory, slash, name = word.rpartition("/")
+    return name if not slash or directory in SYSTEM_DIRECTORIES else ""
+
+
+def _xargs_runs_plainly(options: list[tuple[str, str]], rest: list[Word]) -> bool:
+    """Whether ``xargs`` runs a plain reader, named as a literal word that its input cannot
+    replace: then what it runs is known, and the words it adds cannot make it write."""
+    if not rest or system_program(rest[0].raw) not in PLAIN_READERS:
+        return False
+    for option, value in options:
+        if option in ("-i", "--replace") or (option == "-I" and value in rest[0].raw):
+            return False
+    return True
 
 
 def _split_string(value: str) -> list[str]:

@@ -7,13 +7,16 @@ programs that write or remove their operands (``cp``, ``mv``, ``rm``, ``touch``,
 ``sed -i``, ``perl -i``, ``git checkout -- …``…). A program it does not know names no
 target, and the read-only judgement still treats it as mutating.
 
-Read-only lines pass gates that hold back mutating calls, so that judgement errs towards
-"mutating": an unparseable or opaque line, any output redirection and any program not
-known to only read make the line mutating. Known programs are read-only only in the
-forms that cannot write (``sed -n 5p``, ``sort`` without ``-o``, ``find`` without
-``-exec`` or ``-delete``, listing forms of ``git branch`` and ``git tag``…). Test runs
-count as read-only when the project says so, unless they update snapshots. An Ithaca
-command is read-only when it is one an agent may run.
+Read-only lines pass gates that hold back mutating calls (a lockdown, the end-of-turn
+critic), so that judgement errs towards "mutating": an unparseable or opaque line, any
+output redirection and any program not known to only read make the line mutating. The
+``PLAIN_READERS`` (``cat``, ``grep``…) have no option that writes or starts a program;
+every other program on the list (``git``, ``find``, ``rg``, ``sort``…) is read-only only
+with the options known to only read, which ``shell_readers`` lists and judges. A listed
+program counts only when named bare or in a system directory, and only with settings that
+choose no program or settings file (``GIT_PAGER=cat``, not ``GIT_PAGER=less`` or
+``LESSOPEN=…``). Test runs count as read-only when the project says so, unless they update
+snapshots. An Ithaca command is read-only when it is one an agent may run.
 
 Hooks run this on every shell call, so flag patterns are matched with string methods
 (no ``re``); each helper names the pattern it implements.
@@ -25,17 +28,17 @@ import posixpath
 
 from ithaca.kernel.shell_commands import (
     OPAQUE_PROGRAMS,
+    PLAIN_READERS,
     WRAPPERS,
     is_python,
     ithaca_invocation,
     python_module,
     split_operands,
+    system_program,
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ithaca.kernel.call import SimpleCommand
     from ithaca.kernel.shell_parse import ParsedShell
 
@@ -202,63 +205,35 @@ def _perl_files(args: tuple[str, ...]) -> list[str]:
     return files if has_code else files[1:]
 
 
-_ALWAYS_READ_ONLY = frozenset({
-    "ls", "cat", "head", "tail", "wc", "stat", "file", "du", "df", "pwd", "echo", "printf",
-    "true", "false", "test", "[", "which", "type", "id", "whoami", "date", "uname", "env",
-    "printenv", "basename", "dirname", "realpath", "readlink", "nl", "cut", "tr", "paste",
-    "column", "diff", "cmp", "comm", "sha256sum", "md5sum", "od", "hexdump", "less", "more", "jq",
-    "cd", "grep", "egrep", "fgrep", "rg", "ag", "sleep"
+# ---- the judgement ---------------------------------------------------------------------
+
+# The programs read-only only with the options known to only read, which
+# ``shell_readers.only_reads`` judges. A program here or in ``PLAIN_READERS`` is read-only
+# only when named bare or in a system directory.
+_OPTION_READERS = frozenset({
+    "find", "fd", "sort", "tree", "uniq", "sed", "git", "rg", "ag", "less", "more", "file",
+    "date", "printf",
 })  # fmt: skip
 _IDLE_WRAPPERS = frozenset(WRAPPERS) - OPAQUE_PROGRAMS
-_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls"})
-
-
-def _is_sed_print(script: str) -> bool:
-    """``(?:\\d+|\\$)(?:,(?:\\d+|\\$))?p``: ``sed -n`` printing a line or a range."""
-    addresses = script[:-1].split(",") if script.endswith("p") else []
-    return 0 < len(addresses) <= 2 and all(
-        address == "$" or address.isdecimal() for address in addresses
-    )
-
-
-def _git_branch_flags(token: str) -> bool:
-    """``-[alrvi]+``: ``git branch`` flags that only list."""
-    return len(token) > 1 and token[0] == "-" and all(char in "alrvi" for char in token[1:])
-
-
-def _git_tag_flags(token: str) -> bool:
-    """``-(?:[li]+|n\\d*)``: ``git tag`` flags that only list."""
-    flags = token[1:]
-    if not token.startswith("-") or not flags:
-        return False
-    if flags[0] == "n":
-        return not flags[1:] or flags[1:].isdecimal()
-    return all(char in "li" for char in flags)
-
-
-_GIT_READ_ONLY = frozenset({
-    "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse",
-    "describe", "cat-file", "shortlog", "show-ref", "merge-base", "rev-list"
-})  # fmt: skip
-_GIT_GLOBAL_VALUES = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+# The variables a command may set for a read-only program: none of them names a program
+# to run or a file of settings. (``GIT_PAGER=less``, ``LESSOPEN``, ``PATH``, ``HOME``,
+# ``GIT_CONFIG_*``, ``GIT_EXTERNAL_DIFF``, ``RIPGREP_CONFIG_PATH``… all may.)
 # fmt: off
-_GIT_LISTING_OPTIONS = frozenset({
-    "--ignore-case", "--omit-empty", "--color", "--no-color", "--column", "--no-column",
-    "--sort", "--format", "--contains", "--no-contains", "--merged", "--no-merged",
-    "--points-at",
+_QUIET_VARIABLES = frozenset({
+    "LANG", "LANGUAGE", "TZ", "COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR",
+    "CLICOLOR", "CLICOLOR_FORCE", "GREP_COLOR", "GREP_COLORS", "LS_COLORS", "TIME_STYLE",
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_OPTIONAL_LOCKS", "GIT_TERMINAL_PROMPT",
+    "GIT_LITERAL_PATHSPECS", "GIT_NO_REPLACE_OBJECTS", "GIT_FLUSH",
 })
-_GIT_LISTING = {
-    "branch": (
-        _git_branch_flags,
-        _GIT_LISTING_OPTIONS | {
-            "--all", "--remotes", "--verbose", "--show-current", "--abbrev", "--no-abbrev",
-        },
-    ),
-    "tag": (_git_tag_flags, _GIT_LISTING_OPTIONS),
-}
-_GIT_LISTING_VALUES = frozenset({
-    "--sort", "--format", "--points-at", "--contains", "--no-contains", "--merged", "--no-merged",
+_PAGER_VARIABLES = frozenset({"PAGER", "GIT_PAGER", "MANPAGER"})
+# What the programs on the read-only list read from their environment to find a program
+# or a file of settings: a line that sets one, even without ``export``, changes it for
+# every later command when the shell had it exported already.
+_STEERING_VARIABLES = frozenset({
+    "PATH", "HOME", "IFS", "ENV", "BASH_ENV", "SHELL", "EDITOR", "VISUAL", "TMPDIR",
+    "RIPGREP_CONFIG_PATH", "MANOPT", "JQ_LIBRARY_PATH", "POSIXLY_CORRECT",
 })
+_STEERING_PREFIXES = ("GIT_", "LESS", "LD_", "DYLD_", "XDG_")
 _UPDATE_FLAGS = frozenset({
     "--snapshot-update", "--force-regen", "-u", "--update", "--updateSnapshot",
     "--update-snapshots", "-update",
@@ -266,6 +241,31 @@ _UPDATE_FLAGS = frozenset({
 # fmt: on
 _INLINE_SNAPSHOT_UPDATES = frozenset({"create", "fix", "update", "trim"})
 _UV_TEST_FLAGS = frozenset({"--frozen", "--locked", "--offline"})
+
+
+def _variable(assignment: str) -> tuple[str, str]:
+    """``(NAME, value)`` of ``NAME=value``, ``NAME+=value`` or ``NAME[i]=value``."""
+    name, _, value = assignment.partition("=")
+    return name.rstrip("+").partition("[")[0], value
+
+
+def _quiet_setting(assignment: str) -> bool:
+    """Whether ``NAME=value`` before a read-only program leaves what it runs and reads
+    alone: a lower-case shell variable, a locale, a colour or width setting, or a pager
+    that is ``cat``."""
+    name, value = _variable(assignment)
+    if name in _PAGER_VARIABLES:
+        return value in ("", "cat")
+    return name[:1].islower() or name.startswith("LC_") or name in _QUIET_VARIABLES
+
+
+def _inert_assignment(assignment: str) -> bool:
+    """Whether ``NAME=value`` on its own, with no program, changes no later program's run."""
+    if _quiet_setting(assignment):
+        return True
+    name, _ = _variable(assignment)
+    steering = name in _STEERING_VARIABLES or name in _PAGER_VARIABLES
+    return not (steering or name.startswith(_STEERING_PREFIXES))
 
 
 def is_read_only(
@@ -288,39 +288,23 @@ def _command_read_only(
 ) -> bool:
     if command.redirects:
         return False
-    if not command.argv:
-        return True
-    program = command.program
     argv = command.argv
-    if program in _ALWAYS_READ_ONLY or program in _IDLE_WRAPPERS or program in extra:
+    if not argv:
+        return all(_inert_assignment(item) for item in command.assignments)
+    if command.program in extra:
         return True
-    if program == "find":
-        return not any(arg in _FIND_ACTIONS or arg.startswith("-fprint") for arg in argv[1:])
-    if program == "fd":
-        return not (
-            _has_short_option(argv, "x", "etEdScj")
-            or _has_short_option(argv, "X", "etEdScj")
-            or any(arg.startswith("--exec") for arg in argv[1:])
-        )
-    if program in ("sort", "tree"):
-        return not (
-            _has_short_option(argv, "o", "ktST" if program == "sort" else "LPIHT")
-            or any(_abbreviates(arg, "output") for arg in argv[1:])
-        )
-    if program == "uniq":
-        operands, _ = split_operands(
-            argv[1:], "fsw", frozenset({"--skip-fields", "--skip-chars", "--check-chars"})
-        )
-        return len(operands) <= 1
-    if program == "sed":
-        return (
-            len(argv) >= 3
-            and argv[1] == "-n"
-            and _is_sed_print(argv[2])
-            and not any(arg.startswith("-") for arg in argv[3:])
-        )
-    if program == "git":
-        return _git_read_only(argv)
+    name = system_program(argv[0])
+    by_options = name in _OPTION_READERS
+    if by_options or name in PLAIN_READERS or name in _IDLE_WRAPPERS:
+        if not all(_quiet_setting(item) for item in command.assignments):
+            return False
+        if not by_options:
+            return True
+        # Only a program with a list of options loads the lists: each module costs every
+        # hook call ~0.3 M instructions to import, and ``cat`` or ``ls`` needs none.
+        from ithaca.kernel.shell_readers import only_reads
+
+        return only_reads(name, argv)
     invocation = ithaca_invocation(command)
     if invocation is not None:
         from ithaca.kernel.authority import command_kind  # only Ithaca's own commands
@@ -329,90 +313,6 @@ def _command_read_only(
     if _is_test_run(command):
         return tests_are_read_only and not _requests_update(command)
     return False
-
-
-def _has_short_option(argv: tuple[str, ...], letter: str, value_letters: str) -> bool:
-    skip_next = False
-    for token in argv[1:]:
-        if skip_next:
-            skip_next = False
-            continue
-        if token == "--":
-            return False
-        if len(token) < 2 or token[0] != "-" or token[1] == "-":
-            continue
-        for position in range(1, len(token)):
-            if token[position] == letter:
-                return True
-            if token[position] in value_letters:
-                skip_next = position == len(token) - 1
-                break
-    return False
-
-
-def _abbreviates(token: str, long_name: str) -> bool:
-    name = token[2:].partition("=")[0]
-    return token.startswith("--") and bool(name) and long_name.startswith(name)
-
-
-def _git_read_only(argv: tuple[str, ...]) -> bool:
-    if any(arg.startswith("--output") for arg in argv):
-        return False
-    index = 1
-    while index < len(argv):
-        token = argv[index]
-        if token == "-c" or token.startswith("--config-env"):
-            return False
-        if not token.startswith("-"):
-            break
-        index += 2 if token in _GIT_GLOBAL_VALUES else 1
-    else:
-        return True
-    subcommand, args = argv[index], argv[index + 1 :]
-    if subcommand in _GIT_READ_ONLY:
-        return True
-    if subcommand in _GIT_LISTING:
-        return _git_listing(args, *_GIT_LISTING[subcommand])
-    if subcommand == "stash":
-        return args[:1] in (("list",), ("show",))
-    if subcommand == "remote":
-        return args[:1] == ("get-url",) or all(arg in ("-v", "--verbose") for arg in args)
-    if subcommand == "config":
-        return any(arg.startswith("--get") or arg in ("--list", "-l") for arg in args)
-    if subcommand == "worktree":
-        return args[:1] == ("list",)
-    if subcommand == "reflog":
-        return args[:1] not in (("expire",), ("delete",), ("drop",))
-    return False
-
-
-def _git_listing(args: tuple[str, ...], short: Callable[[str], bool], long: frozenset[str]) -> bool:
-    listing = False
-    has_operands = False
-    index = 0
-    while index < len(args):
-        token = args[index]
-        index += 1
-        if token in ("-l", "--list"):
-            listing = True
-        elif token.startswith("--"):
-            name, equals, _ = token.partition("=")
-            if name not in long:
-                return False
-            if (
-                not equals
-                and name in _GIT_LISTING_VALUES
-                and index < len(args)
-                and not args[index].startswith("-")
-            ):
-                index += 1
-        elif token.startswith("-"):
-            if not short(token):
-                return False
-            listing = listing or "l" in token
-        else:
-            has_operands = True
-    return listing or not has_operands
 
 
 def _is_test_run(command: SimpleCommand) -> bool:
