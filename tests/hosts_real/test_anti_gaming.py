@@ -5,7 +5,8 @@ with the real hook in between; each is refused with its code, and the refusal is
 host showed the model. Ultragoal: confirming its own stories (strict approval, the
 default), approving a story on evidence files alone, completing early. Ulysses: a final
 validator that cannot fail, one bound after the first outcome, replacing it, a failed
-move planned again in look-alike letters, and ``resolved`` without a final validator.
+move planned again in look-alike letters or with invisible characters, and ``resolved``
+without a final validator.
 The reviewer's side (Ithaca's brief, ``files_read``) is ``test_review_brief``.
 """
 
@@ -23,6 +24,9 @@ PASSES_ON_ZERO = (
 )
 ALWAYS_PASSES = "from tb_validate import pass_\npass_('fine')\n"
 LOOK_ALIKE = "skip th\u0435 h\u0435ad\u0435r r\u03bfw"  # Cyrillic е, Greek ο
+# A braille blank for a space, a zero-width space and a variation selector: drawn as the
+# same words.
+INVISIBLE = "skip\u2800the hea\u200bder ro\ufe0fw"
 
 
 def shown(run: HostRun, tool: str, given: str, nth: int = 0) -> str:
@@ -91,6 +95,7 @@ def test_a_ulysses_agent_cannot_choose_a_validator_that_passes_or_respell_a_fail
         {"operation": "outcome", "observed": {"errors": 3}},
         {"operation": "reflect", "hypothesis": "rows are cut", "falsification": "all rows kept"},
         {**plan, "primary": LOOK_ALIKE, "recovery": "a new idea"},
+        {**plan, "primary": INVISIBLE, "recovery": "yet another idea"},
         {
             "operation": "complete",
             "terminalState": "resolved",
@@ -107,6 +112,7 @@ def test_a_ulysses_agent_cannot_choose_a_validator_that_passes_or_respell_a_fail
     assert "FINAL_VALIDATOR_LATE" in shown(run, "ulysses", "bind_final_validator", 1)
     assert "USER_ONLY" in shown(run, "ulysses", "replace_final_validator")
     assert "FORBIDDEN_MOVE" in shown(run, "ulysses", "a new idea")
+    assert "FORBIDDEN_MOVE" in shown(run, "ulysses", "yet another idea")
     assert "FINAL_VALIDATOR_REQUIRED" in shown(run, "ulysses", "terminalState")
     events = [event["kind"] for event in host.log()]
     assert "ulysses.final_validator_bound" not in events
