@@ -10,17 +10,22 @@ never migrate.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ithaca.kernel import (
     IGNORE_LINE,
+    Corrupt,
     NotFound,
     Project,
     Refused,
     Store,
     find_project,
+    git_top,
+    lost_state,
     planned_project,
 )
 from ithaca.kernel import config as config_loader
@@ -31,6 +36,10 @@ if TYPE_CHECKING:
     from ithaca.ultragoal import UltragoalService
     from ithaca.ulysses import KnowledgeService, UlyssesService
     from ithaca.validators import NotebookService
+
+
+# What a store that would not open raises (``kernel.connection``, ``kernel.store``).
+LOST_CODES = ("STATE_UNREADABLE", "STATE_EMPTIED")
 
 
 class IthacaProject:
@@ -83,18 +92,59 @@ class IthacaProject:
 
 
 def open_project(path: str | os.PathLike[str] = ".", *, reconcile: bool = True) -> IthacaProject:
-    """The project containing ``path``; ``NOT_INITIALISED`` when there is none."""
+    """The project containing ``path``; ``NOT_INITIALISED`` when there is none, and the
+    code of ``kernel.lost_state`` (``STATE_MISSING``, ``STATE_UNREADABLE``,
+    ``STATE_EMPTIED``) when Ithaca was set up there but its state is gone."""
     found = find_project(path)
+    lost = lost_state_at(path, found)
+    if lost is not None:
+        raise lost.error()
     if found is None or not os.path.exists(found.db_path):
         raise NotFound(
             "NOT_INITIALISED",
             f"no Ithaca project at or above {os.path.abspath(path)}; run `ithaca init`",
             {"path": os.path.abspath(path)},
         )
-    opened = IthacaProject(found)
+    with lost_database_named(found):
+        opened = IthacaProject(found)
+    lost_state.record(found.root, found.state_root)
     if reconcile:
         opened.protocols.reconcile()
     return opened
+
+
+def lost_state_at(
+    path: str | os.PathLike[str], found: Project | None, *, database: bool = True
+) -> lost_state.Lost | None:
+    """What is lost of the state of the project at ``path`` (``found`` there), when Ithaca
+    was set up there (``ithaca init``'s record, or a host's wiring naming ``ithaca-hook``)
+    and its state folder holds no state of its own, or (with ``database``) its database is
+    gone, a folder, or emptied; None otherwise. Only a stat or two on a healthy project."""
+    here = os.path.abspath(path)
+    home = found.work_root if found is not None else (git_top(here) or here)
+    if (found is None or found.root != home) and not os.environ.get("ITHACA_DIR"):
+        from ithaca.hosts import runs_ithaca
+
+        why, record = lost_state.set_up_here(home, runs_ithaca(home))
+        gone = lost_state.folder_lost(home, why, record) if why is not None else None
+        if gone is not None:
+            return gone
+    if found is None or not database:
+        return None
+    return lost_state.database_lost(found)
+
+
+@contextmanager
+def lost_database_named(found: Project) -> Iterator[None]:
+    """Turn a database that would not open (``STATE_UNREADABLE`` from the store) into the
+    same diagnosis, with the commands that restore it, as the hooks give."""
+    try:
+        yield
+    except Corrupt as exc:
+        lost = lost_state.database_lost(found, exc.message) if exc.code in LOST_CODES else None
+        if lost is None:
+            raise
+        raise lost.error() from None
 
 
 def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, list[str]]:
@@ -144,6 +194,8 @@ def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, lis
             lockdown.record_baseline(
                 conn, project, actor="user", reason="ithaca init", at=clock.now()
             )
+    # Outside the project: what tells a hook, once .ithaca/ is gone, that it was lost.
+    lost_state.record(project.root, project.state_root)
     return opened, made
 
 

@@ -45,6 +45,10 @@ def hook(root: Path, event: str, **fields: object) -> dict[str, Any]:
     return json.loads(out) if out else {}
 
 
+# How a session start opens where the database is gone (hosts/lost.py).
+LOST = "Ithaca cannot govern this session [STATE_MISSING]"
+
+
 def session_start(root: Path, source: str = "startup") -> str | None:
     answer = hook(root, "SessionStart", source=source)
     context: str | None = answer.get("hookSpecificOutput", {}).get("additionalContext")
@@ -206,8 +210,11 @@ def test_a_compacted_session_without_its_database_falls_back_to_the_snapshot(
     project.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{project_dir}/.ithaca/.runtime/state.db{suffix}").unlink(missing_ok=True)
-    assert session_start(project_dir, source="startup") is None
-    restored = session_start(project_dir, source="compact")
+    started = session_start(project_dir, source="startup")
+    assert started is not None and started.startswith(LOST)  # the loss is said, no snapshot
+    assert resume.SNAPSHOT_NOTE not in started
+    notice, restored = session_start(project_dir, source="compact").split("\n\n", 1)
+    assert notice == started
     lines = expected.splitlines()
     assert restored.splitlines() == [*lines[:-1], resume.SNAPSHOT_NOTE, lines[-1]]
 
@@ -217,7 +224,8 @@ def test_a_snapshot_without_active_work_restores_nothing(project_dir, project):
     assert json.loads(snapshot_path(project_dir).read_text())["breadcrumb"] is None
     project.close()
     (project_dir / ".ithaca" / ".runtime" / "state.db").unlink()
-    assert session_start(project_dir, source="compact") is None
+    restored = session_start(project_dir, source="compact")
+    assert restored is not None and restored.startswith(LOST) and "\n\n" not in restored
 
 
 def test_a_snapshot_is_only_read_for_its_own_host_session(project_dir, project, new_change):
@@ -225,12 +233,13 @@ def test_a_snapshot_is_only_read_for_its_own_host_session(project_dir, project, 
     hook(project_dir, "PreCompact", trigger="auto")
     project.close()
     (project_dir / ".ithaca" / ".runtime" / "state.db").unlink()
-    answer = dispatch.run(
+    output, code = dispatch.run(
         "claude",
         "SessionStart",
         json.dumps({"session_id": "other", "cwd": str(project_dir), "source": "compact"}),
     )
-    assert answer == ("", 0)
+    context = json.loads(output)["hookSpecificOutput"]["additionalContext"]
+    assert code == 0 and context.startswith(LOST) and resume.SNAPSHOT_NOTE not in context
 
 
 # ---- PreToolUse: managed files -------------------------------------------------------------

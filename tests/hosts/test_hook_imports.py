@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.accepted import accept
 
 import ithaca
 from ithaca import collected, open_project
@@ -115,7 +116,23 @@ def _imported_by_the_installed_hook(event: str, payload: dict[str, object]) -> s
 @pytest.fixture
 def governed_project(project_dir: Path) -> Path:
     """A project whose bundle has command and path rules, with a prompt admitted and its
-    protocols loaded, so that tool calls take the normal path through every gate."""
+    protocols loaded, so that tool calls take the normal path through every gate. It has a
+    team configuration and a team rule file too (accepted, as the user accepts them), so
+    that the hooks read the configuration's cache and list the rule files."""
+    (project_dir / ".ithaca" / "config.toml").write_text('[protocols]\nproject_id = "p"\n')
+    (project_dir / ".ithaca" / "protocols" / "team.from-file.json").write_text(
+        json.dumps(
+            {
+                "id": "team.from-file",
+                "name": "From a file",
+                "description": "A file.",
+                "priority": 0,
+                "selector": {},
+                "rules": ["Keep it."],
+            }
+        )  # fmt: skip
+    )
+    accept(project_dir)
     project = open_project(project_dir)
     for protocol_id, constraint in (
         ("team.no-force-push", {"kind": "deny_command", "commands": ["git push --force"]}),

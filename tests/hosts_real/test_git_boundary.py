@@ -58,8 +58,8 @@ def test_ithacas_git_runs_nothing_the_agent_planted(host: Host) -> None:
     shown = [run.call("shell", given=json.dumps(c)[1:-1]).text for c in commands]
     # Claude Code 2.1.332 asks before a write to .gitmodules, which nobody answers here;
     # Codex 0.169.0 lets it through. Either way the submodule is linked.
-    done = ("made", "committed", "planted", "linked", "listed|sensitive file", "attributed")
-    done += ("touched",)
+    done = ["made", "committed", "planted", "linked", "listed|sensitive file", "attributed"]
+    done.append("touched")
     for words, text in zip(done, shown, strict=False):
         assert any(word in text for word in words.split("|")), shown
     for refused in shown[len(done) :]:  # the repository's own settings are read-only to the agent

@@ -1,9 +1,9 @@
 """The journal's anchor: a tail deleted or a database emptied behind Ithaca's back is
-reported by the doctor, never taken for a new project; routine checks verify only what
-was appended since the last one."""
+reported by the doctor, never taken for a new project; a routine check reads every row."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -15,6 +15,8 @@ from ithaca.app import init_project
 from ithaca.kernel import anchor, doctor, journal, journal_check
 from ithaca.kernel.errors import Corrupt
 from ithaca.kernel.store import Store
+
+KEY = bytes(range(32))
 
 
 @pytest.fixture
@@ -62,18 +64,13 @@ def test_an_emptied_database_is_tampering_not_a_new_project(project):
     store.close()
 
 
-def test_a_routine_check_verifies_what_is_new_and_full_verifies_all(project):
+def test_a_routine_check_reads_the_rows_it_verified_before(project):
     assert doctor.check(project.project, project.store)["ok"]
     raw(project).execute("UPDATE journal SET kind = 'forged' WHERE seq = 2")
-    assert doctor.check(project.project, project.store)["ok"]  # before the verified point
-    full = doctor.check(project.project, project.store, full=True)
-    assert "JOURNAL_CHAIN_BROKEN" in codes(full)
-    with project.store.write() as conn:
-        journal.append(conn, actor="user", kind="test.event", subject="new", payload={})
-    raw(project).execute(
-        "UPDATE journal SET kind = 'forged' WHERE seq = (SELECT max(seq) FROM journal)"
-    )
-    assert "JOURNAL_CHAIN_BROKEN" in codes(doctor.check(project.project, project.store))
+    for full in (False, False, True):
+        assert "JOURNAL_CHAIN_BROKEN" in codes(
+            doctor.check(project.project, project.store, full=full)
+        )
 
 
 def test_a_reader_racing_the_writer_never_takes_a_half_written_record(tmp_path):
@@ -82,10 +79,10 @@ def test_a_reader_racing_the_writer_never_takes_a_half_written_record(tmp_path):
 
     def keep_writing() -> None:
         for head in heads:
-            anchor.write(str(tmp_path), anchor.ANCHOR, head)
+            anchor.write(str(tmp_path), anchor.ANCHOR, head, KEY)
         done.set()
 
-    anchor.write(str(tmp_path), anchor.ANCHOR, heads[0])
+    anchor.write(str(tmp_path), anchor.ANCHOR, heads[0], KEY)
     writer = threading.Thread(target=keep_writing)
     writer.start()
     seen = []
@@ -96,7 +93,42 @@ def test_a_reader_racing_the_writer_never_takes_a_half_written_record(tmp_path):
 
 
 def test_a_garbled_record_is_no_anchor(tmp_path):
-    anchor.write(str(tmp_path), anchor.ANCHOR, (12, "ab" * 32))
+    anchor.write(str(tmp_path), anchor.ANCHOR, (12, "ab" * 32), KEY)
     path = tmp_path / anchor.ANCHOR
     path.write_bytes(path.read_bytes().replace(b"ab", b"ba", 1))
     assert anchor.read(str(tmp_path), anchor.ANCHOR) is None
+
+
+def test_the_seal_is_hmac_sha256():
+    import hashlib
+    import hmac
+
+    message = b"journal anchor\n12 " + b"ab" * 32
+    assert anchor.mac(KEY, message) == hmac.new(KEY, message, hashlib.sha256).hexdigest()
+
+
+def test_an_older_releases_anchor_is_an_upgrade_not_a_forgery(project, tmp_path):
+    runtime = project.project.runtime
+    head = journal.head(project.store.connection())
+    assert head is not None
+    Path(anchor.head_path(runtime)).unlink()  # as before this release: no head record
+    body = f"{head[0]:>20} {head[1]}"
+    Path(runtime, anchor.ANCHOR).write_bytes(f"{body} {anchor._check(body)}\n".encode())
+    assert anchor.problems(runtime, project.store.connection()) == []
+    with project.store.write() as conn:  # the next commit seals both records
+        journal.append(conn, actor="user", kind="test.event", subject="after", payload={})
+    sealed = anchor.read_record(str(Path(runtime, anchor.ANCHOR)))
+    assert sealed is not None and sealed[2] and anchor.read_record(anchor.head_path(runtime))
+    assert doctor.check(project.project, project.store)["ok"]
+
+
+def test_an_anchor_another_home_sealed_is_checked_unsealed(project, tmp_path, monkeypatch):
+    runtime = project.project.runtime
+    own_home = os.environ["ITHACA_HOME"]
+    monkeypatch.setenv("ITHACA_HOME", str(tmp_path / "another-home"))
+    with project.store.write() as conn:  # a commit from a process with another home
+        journal.append(conn, actor="user", kind="test.event", subject="other", payload={})
+    assert anchor.problems(runtime, project.store.connection()) == []
+    monkeypatch.setenv("ITHACA_HOME", own_home)
+    assert anchor.problems(runtime, project.store.connection()) == []
+    assert doctor.check(project.project, project.store)["ok"]

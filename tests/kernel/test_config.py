@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+
 import pytest
 
 from ithaca.kernel import config
@@ -110,3 +114,109 @@ def test_values_outside_their_range_are_invalid_config(layers, text):
     with pytest.raises(InvalidInput) as raised:
         config.load(layers[3])
     assert raised.value.code == "INVALID_CONFIG"
+
+
+def test_an_edit_that_keeps_size_and_modification_time_is_read_again(layers):
+    team, state = layers[1], layers[3]
+    team.write_text('[protocols]\nproject_id = "aaaa"\n')
+    assert config.load(state)["protocols"]["project_id"] == "aaaa"
+    before = team.stat()
+    with open(team, "r+b") as handle:  # in place: the same inode
+        handle.write(b'[protocols]\nproject_id = "bbbb"\n')
+    os.utime(team, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = team.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert config.load(state)["protocols"]["project_id"] == "bbbb"
+
+
+@pytest.mark.parametrize("make", ["symlink", "hard link", "fifo", "folder"])
+def test_a_team_layer_that_is_no_regular_file_is_invalid_config(layers, tmp_path, make):
+    team, state = layers[1], layers[3]
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text("[protocols]\nstrict = false\n")
+    if make == "symlink":
+        team.symlink_to(elsewhere)
+    elif make == "hard link":
+        os.link(elsewhere, team)
+    elif make == "fifo":
+        os.mkfifo(team)  # a reader that opened it would wait for a writer for ever
+    else:
+        team.mkdir()
+    with pytest.raises(InvalidInput) as raised:
+        config.load(state)
+    assert raised.value.code == "INVALID_CONFIG"
+    assert "not a regular file" in raised.value.message and str(team) in raised.value.message
+
+
+def test_the_users_own_file_may_be_a_link_and_is_read_through_it(layers, tmp_path):
+    user, state = layers[0], layers[3]
+    dotfiles = tmp_path / "dotfiles.toml"
+    dotfiles.write_text('[protocols]\nclient_id = "mine"\n')
+    user.symlink_to(dotfiles)
+    assert config.load(state)["protocols"]["client_id"] == "mine"
+    dotfiles.write_text('[protocols]\nclient_id = "edited"\n')
+    assert config.load(state)["protocols"]["client_id"] == "edited"
+
+
+def forge(state, **protocols):
+    """Rewrite the cached result under its own key, as a process other than Ithaca could."""
+    cache = state / ".runtime" / config.CACHE_NAME
+    stored = json.loads(cache.read_text())
+    stored["config"]["protocols"].update(protocols)
+    cache.write_text(json.dumps(stored))
+
+
+def test_a_forged_cache_is_found_and_rebuilt_from_the_files(layers):
+    team, state = layers[1], layers[3]
+    team.write_text("[protocols]\nstrict = true\n")
+    config.load(state)
+    forge(state, strict=False, read_only_tools=["*"])
+    problem = config.audit(state)
+    assert problem is not None and "do not give" in problem
+    assert config.load(state)["protocols"]["strict"] is True
+    assert config.load(state)["protocols"]["read_only_tools"] == []
+    assert config.audit(state) is None  # rebuilt: nothing more to say
+
+
+def test_a_cache_that_differs_only_in_a_type_is_forged_too(layers):
+    team, state = layers[1], layers[3]
+    team.write_text("[protocols]\nstrict = true\n")
+    config.load(state)
+    forge(state, strict=1)  # equal to True in Python, not in TOML
+    assert config.audit(state) is not None
+
+
+def test_a_stale_or_missing_cache_is_only_rebuilt(layers):
+    team, state = layers[1], layers[3]
+    team.write_text("[protocols]\nstrict = false\n")
+    config.load(state)
+    cache = state / ".runtime" / config.CACHE_NAME
+    stored = json.loads(cache.read_text())
+    stored["key"] = ["an older release"]
+    stored["config"]["protocols"]["strict"] = True
+    cache.write_text(json.dumps(stored))  # a key no load would take
+    assert config.audit(state) is None
+    assert json.loads(cache.read_text())["config"]["protocols"]["strict"] is False
+    cache.unlink()
+    assert config.audit(state) is None and cache.is_file()
+
+
+def test_a_cache_for_files_that_are_refused_is_forged_and_removed(layers):
+    team, state = layers[1], layers[3]
+    team.write_text("[protocols]\nstrict = false\n")
+    config.load(state)
+    cache = state / ".runtime" / config.CACHE_NAME
+    stored = json.loads(cache.read_text())
+    team.write_text("[protocols]\nstrict = nope\n")
+    digest = hashlib.sha256(team.read_bytes()).hexdigest()
+    stored["key"] = [stored["key"][0], [str(team), digest]]
+    cache.write_text(json.dumps(stored))
+    assert config.load(state)["protocols"]["strict"] is False  # the forgery answers a load
+    assert "refuses" in str(config.audit(state))
+    assert not cache.exists()
+    with pytest.raises(InvalidInput):
+        config.load(state)

@@ -10,6 +10,7 @@ code, so the test reads the report. The Inspector is pinned in ``tools/package.j
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,8 @@ def inspector() -> Path:
 
 
 def strict_listing(project: Path) -> subprocess.CompletedProcess[str]:
-    """``mcp-inspector --cli --strict --method tools/list ithaca --project P mcp``."""
+    """``mcp-inspector --cli --strict --method tools/list ithaca --project P mcp``, with the
+    test's Ithaca home (the Inspector hands its server only a few of its own variables)."""
     return subprocess.run(
         [
             str(inspector()),
@@ -48,6 +50,8 @@ def strict_listing(project: Path) -> subprocess.CompletedProcess[str]:
             "--strict",
             "--method",
             "tools/list",
+            "-e",
+            f"ITHACA_HOME={os.environ['ITHACA_HOME']}",
             str(CONSOLE_SCRIPT),
             "--project",
             str(project),

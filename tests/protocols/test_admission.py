@@ -353,7 +353,9 @@ def test_malformed_session_id_blocks_the_prompt_with_invalid_event(hook, governe
     assert event_count(governed.store.connection()) == 0
 
 
-def test_unreadable_store_blocks_the_prompt_and_admits_nothing(governed_dir, hook, tmp_path):
+def test_unreadable_store_admits_nothing_and_says_so(governed_dir, hook, tmp_path):
+    """Lost state fails closed at the tool calls (tests/hosts/test_lost_state.py); the
+    prompt goes through unadmitted, telling the agent and the user what was lost."""
     earlier = hook.admit("Before the damage.")
     runtime = governed_dir / ".ithaca" / ".runtime"
     saved = tmp_path / "saved"
@@ -365,10 +367,11 @@ def test_unreadable_store_blocks_the_prompt_and_admits_nothing(governed_dir, hoo
 
     answer = hook.prompt("After the damage.")
 
-    assert answer["decision"] == "block"
-    assert answer["reason"].startswith("Ithaca failed closed: it could not decide")
-    assert gate_reason(answer["reason"]).startswith("Ithaca could not admit this prompt (")
-    assert "hookSpecificOutput" not in answer
+    assert "decision" not in answer
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("Ithaca could not admit this prompt [STATE_UNREADABLE]: ")
+    assert "Ithaca admitted this prompt" not in context
+    assert answer["systemMessage"].startswith("Ithaca [STATE_UNREADABLE]: ")
     (runtime / "state.db").unlink()
     for item in saved.iterdir():
         shutil.move(item, runtime / item.name)

@@ -477,3 +477,73 @@ def test_file_override_narrowing_the_selector_fails_lookups(governed_dir, hook, 
 
     assert caught.value.code == "PROTOCOL_FILE_INVALID"
     assert governed.protocols.get_protocol(PROGRESS)["source"] == "seed"
+
+
+# --- what a rule file is -----------------------------------------------------------------
+
+
+def _not_a_regular_file(path: Path, elsewhere: Path, make: str) -> None:
+    """Put something other than the rule's own regular file at ``path``."""
+    if make == "symlink":  # to an identical copy: the same bytes, read through a link
+        elsewhere.write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(elsewhere)
+    elif make == "hard link":
+        os.link(path, elsewhere)
+    elif make == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    else:
+        path.unlink()
+        path.mkdir()
+
+
+@pytest.mark.parametrize("make", ["symlink", "hard link", "fifo", "folder"])
+def test_a_rule_file_that_is_no_regular_file_is_refused_not_skipped(
+    governed_dir, hook, governed, make_record, tmp_path, make
+):
+    from ithaca.protocols import health
+
+    path = protocol_file(governed_dir, make_record("team.review", selector={"workflow": "coding"}))
+    governed.protocols.reconcile()
+    _not_a_regular_file(path, tmp_path / "copy.json", make)
+    event_id = hook.admit()
+
+    with pytest.raises(Corrupt) as caught:
+        governed.protocols.load_protocols({"eventId": event_id})
+
+    assert caught.value.code == "PROTOCOL_FILE_INVALID"
+    assert caught.value.details == {
+        "path": ".ithaca/protocols/team.review.json",
+        "problem": "NOT_REGULAR",
+    }
+    found = health.check(governed.project, governed.store.connection())
+    assert [f["code"] for f in found] == ["PROTOCOL_FILE_INVALID"]
+    assert "team.review.json" in found[0]["message"] and "not a regular file" in found[0]["message"]
+
+
+def test_a_rule_edited_in_place_with_its_size_and_time_put_back_is_read_again(
+    governed_dir, governed, make_record
+):
+    path = protocol_file(governed_dir, make_record("team.review", rules=["Review once, AAAA."]))
+    governed.protocols.reconcile()
+    before = path.stat()
+    text = path.read_text().replace("AAAA", "BBBB")
+    with open(path, "r+", encoding="utf-8") as handle:  # the same inode, the same size
+        handle.write(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+    governed.protocols.reconcile()
+
+    assert governed.protocols.get_protocol("team.review")["rules"] == ["Review once, BBBB."]
+
+
+def test_an_editors_lock_beside_a_rule_is_not_a_rule(governed_dir, hook, governed, make_record):
+    protocol_file(governed_dir, make_record("team.review", selector={"workflow": "coding"}))
+    lock = governed_dir / ".ithaca" / "protocols" / ".#team.review.json"
+    lock.symlink_to("someone@host.4242:1700000000")  # how Emacs marks a file being edited
+
+    bundle = governed.protocols.load_protocols({"eventId": hook.admit()})
+
+    assert "team.review" in [p["id"] for p in bundle["protocols"]]

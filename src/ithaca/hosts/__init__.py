@@ -27,11 +27,27 @@ __all__ = [
     "PROTECTED",
     "HOME_PROTECTED",
     "HOSTS",
+    "runs_ithaca",
 ]
 __getattr__ = lazy(__name__, _FACE)
 
 # The one table of host adapters: each host's package is its hook adapter.
 HOSTS = {"claude": "ithaca.hosts.claude", "codex": "ithaca.hosts.codex"}
+
+
+def runs_ithaca(project_root: str) -> str | None:
+    """The first of the project's host wiring files that runs Ithaca's hook (such as
+    ``.claude/settings.json``), else None: what says Ithaca was set up in a project whose
+    state folder is gone (``kernel.lost_state``). Not the hook path: it loads every
+    host's adapter."""
+    from ithaca import resolve
+
+    for target in HOSTS.values():
+        found: str | None = resolve(target).runs_ithaca(project_root)
+        if found:
+            return found
+    return None
+
 
 LEAD = "Refused by Ithaca policy"
 ASK_LEAD = "Ithaca policy asks the user to confirm this call"

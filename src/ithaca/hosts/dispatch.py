@@ -11,13 +11,18 @@ Failure policy. Inside a project that has ``.ithaca/``, governed state is active
 internal error fails closed where the agent could change something: a mutating tool
 call is denied and a prompt is blocked, each with a reason naming the error. Read-only
 calls and informational events (SessionStart, PostToolUse, SessionEnd) are allowed, so a
-broken Ithaca never stops an agent from looking around. Outside a project every hook
+broken Ithaca never stops an agent from looking around.
+
+Lost state fails closed too: where Ithaca was set up but its state is gone, no gate runs,
+and every call that could change something is refused with the loss's code and the
+commands that restore it (``hosts.lost``, loaded only then). Outside a project every hook
 abstains. Hook processes import only the standard library and Ithaca's light modules.
 """
 
 from __future__ import annotations
 
 import os
+import stat  # loaded by ``os`` already
 import sys
 
 from ithaca import collected, resolve
@@ -52,6 +57,8 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any, Protocol
 
+    from ithaca.kernel import lost_state
+
     class HostAdapter(Protocol):
         """What a host's adapter module (``ithaca.hosts.HOSTS``) offers the dispatcher."""
 
@@ -63,6 +70,8 @@ if TYPE_CHECKING:
         def normalised(self, payload: dict[str, Any], server_name: str) -> dict[str, Any]: ...
 
         def wired_by_install(self, project_root: str, event: str) -> bool: ...
+
+        def runs_ithaca(self, project_root: str) -> str | None: ...
 
         def render(self, event: str, final: Opinion) -> tuple[str, int]: ...
 
@@ -123,11 +132,24 @@ def run(host: str, event: str, stdin_text: str, *, plugin: bool = False) -> tupl
         if not isinstance(payload, dict):
             raise ValueError("hook input is not a JSON object")
     except ValueError as exc:
-        return _unreadable_input(event, str(exc))
+        return _unreadable_input(adapter, event, str(exc), plugin)
     given_cwd = payload.get("cwd")
     cwd = given_cwd if isinstance(given_cwd, str) else os.getcwd()
-    project, displaced = pinned_project(cwd, os.environ.get(PROJECT_DIR_VARIABLE))
-    if project is None or (plugin and adapter.wired_by_install(project.root, event)):
+    anchor = os.environ.get(PROJECT_DIR_VARIABLE)
+    project, displaced = pinned_project(cwd, anchor)
+    wired_root = project.root if project is not None else cwd
+    if project is None or project.root != (anchor or project.work_root):
+        # No state here, or state that is not the wired project's own: was it lost?
+        from ithaca.hosts import lost
+
+        wired_root, found = lost.folder(adapter, event, cwd, anchor, plugin)
+        if found is not None:
+            try:
+                final = lost.answer(adapter, event, payload, wired_root, found)
+            except Exception as exc:  # the outermost edge of the hook process: fail by policy
+                final = _failure(event, found.code, f"{found.message} ({exc})", payload)
+            return adapter.render(event, final)
+    if project is None or (plugin and adapter.wired_by_install(wired_root, event)):
         return adapter.render(event, Opinion())  # an abstention in the host's words
     conn: sqlite3.Connection | None = None
     call: Call | None = None
@@ -137,7 +159,11 @@ def run(host: str, event: str, stdin_text: str, *, plugin: bool = False) -> tupl
         session_id = _session_id(payload)
         if event == "PreToolUse":  # first, so that a broken store still lets reads through
             call = _classify(adapter, payload, project, cwd, settings, session_id)
-        conn, schema_current = _open(project)
+        conn, schema_current, lost_database = _open(project)
+        if lost_database is not None and event != "SessionStart":
+            from ithaca.hosts import lost
+
+            return adapter.render(event, lost.opinion(event, call, lost_database))
         ctx = GateContext(
             host=host,
             event=event,
@@ -162,6 +188,10 @@ def run(host: str, event: str, stdin_text: str, *, plugin: bool = False) -> tupl
             _parse_prompt(ctx)
         final = _decide(ctx, call, config_error)
         final = _commit(ctx, call, final)
+        if lost_database is not None:  # what the gates still knew: a compaction's snapshot
+            from ithaca.hosts import lost
+
+            final = lost.before(final, lost_database)
     except Exception as exc:  # the outermost edge of the hook process: fail by policy
         code = getattr(exc, "code", type(exc).__name__)
         final = _failure(
@@ -185,11 +215,34 @@ def _config(project: Project) -> tuple[dict[str, Any], IthacaError | None]:
         return config.defaults(), exc
 
 
-def _open(project: Project) -> tuple[sqlite3.Connection | None, bool]:
-    if not os.path.exists(project.db_path):
-        return None, False
-    conn = connect(project.db_path, set_wal=False)  # the store that made it set WAL
-    return conn, schema_version(conn) == LATEST_VERSION
+def _open(project: Project) -> tuple[sqlite3.Connection | None, bool, lost_state.Lost | None]:
+    """The store's connection and whether its schema is current; or, where the database is
+    gone, empty after Ithaca committed to it, or cannot be read, what was lost."""
+    try:
+        info = os.stat(project.db_path)
+    except OSError:
+        return None, False, _lost_database(project)
+    if info.st_size == 0 or not stat.S_ISREG(info.st_mode):
+        lost = _lost_database(project)
+        if lost is not None:
+            return None, False, lost
+    conn = None
+    try:
+        conn = connect(project.db_path, set_wal=False)  # the store that made it set WAL
+        return conn, schema_version(conn) == LATEST_VERSION, None
+    except (IthacaError, sqlite.Error) as exc:
+        if conn is not None:
+            conn.close()
+        lost = _lost_database(project, getattr(exc, "message", None) or str(exc))
+        if lost is None:
+            raise  # not lost (a lock held elsewhere): the failure policy answers
+        return None, False, lost
+
+
+def _lost_database(project: Project, error: str | None = None) -> lost_state.Lost | None:
+    from ithaca.kernel import lost_state  # only where the database would not do
+
+    return lost_state.database_lost(project, error)
 
 
 def _session_id(payload: dict[str, Any]) -> str | None:
@@ -320,9 +373,18 @@ def _failure(
     return Opinion("abstain", code)
 
 
-def _unreadable_input(event: str, problem: str) -> tuple[str, int]:
-    if find_project(os.getcwd()) is None or event not in GATED_EVENTS:
+def _unreadable_input(
+    adapter: HostAdapter, event: str, problem: str, plugin: bool
+) -> tuple[str, int]:
+    if event not in GATED_EVENTS:
         return "", 0
+    cwd = os.getcwd()
+    if find_project(cwd) is None:
+        from ithaca.hosts import lost
+
+        anchor = os.environ.get(PROJECT_DIR_VARIABLE)
+        if lost.folder(adapter, event, cwd, anchor, plugin)[1] is None:
+            return "", 0
     return f"Ithaca: the hook input could not be read ({problem}).", 2
 
 

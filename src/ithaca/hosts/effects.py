@@ -18,7 +18,7 @@ running at all before they looked (the host's sandbox is the wall for that).
 
 from __future__ import annotations
 
-from ithaca.kernel import ABSTAIN, GateContext, Opinion, anchor, fingerprint, journal, lockdown
+from ithaca.kernel import ABSTAIN, GateContext, Opinion, anchor, fingerprint, lockdown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class Seen:
         self,
         changes: list[dict[str, str]],
         first: bool,
-        signature: str | None = None,
+        signature: bytes | None = None,
         heads: dict[str, str] | None = None,
     ):
         self.changes = changes
@@ -90,7 +90,7 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> None:
 
 
 def observe(ctx: GateContext) -> Seen:
-    """Compare the project with its accepted fingerprint (cheap unless a stat moved)."""
+    """Compare the project with its accepted fingerprint (cheap unless a file moved)."""
     conn, project = ctx.conn, ctx.project
     assert conn is not None and project is not None
     found = _journal_cut(project, conn)
@@ -100,16 +100,18 @@ def observe(ctx: GateContext) -> Seen:
     signature = fingerprint.signature(project)
     if signature == recorded[0]:
         return Seen(found, first=False)
-    moved, heads = _compared(project, recorded)  # only when a stat moved
+    moved, heads = _compared(project, recorded)  # only when the signature moved
     found += moved
     return Seen(found, first=False, signature=None if found else signature, heads=heads)
 
 
 def _compared(
-    project: Any, recorded: tuple[str, dict[str, Any], dict[str, str]]
+    project: Any, recorded: tuple[str | bytes, dict[str, Any], dict[str, str]]
 ) -> tuple[list[dict[str, str]], dict[str, str]]:
     """What differs from the accepted fingerprint ``recorded`` by content (the tracked
-    files, the commit's team files, the wiring), and the blobs the commit holds now."""
+    files, what stands where a regular file belongs, the derived configuration cache
+    rebuilt and compared, the commit's team files, the wiring and what the installs wrote
+    whole), and the blobs the commit holds now."""
     from ithaca.hosts.install import wiring as install_wiring
     from ithaca.kernel import git_head
 
@@ -136,17 +138,17 @@ def reason(changes: list[dict[str, str]], *, after: bool) -> str:
 
 
 def _journal_cut(project: Any, conn: Any) -> list[dict[str, str]]:
-    """The change when the journal no longer holds the event Ithaca last committed."""
-    anchored = anchor.read(project.runtime, anchor.ANCHOR)
-    if anchored is None or journal.hash_at(conn, anchored[0]) == anchored[1]:
-        return []
+    """The change when the journal no longer holds what Ithaca last committed (by its
+    anchor, and by the head kept in the user's home), or those records are no longer
+    sealed with the user's key (``kernel.anchor``)."""
     return [
         fingerprint.change(
             "journal",
-            f"event {anchored[0]}, which Ithaca committed, is gone or rewritten: the"
-            " journal was cut or the database replaced",
-            "restore the database with `ithaca doctor restore`",
+            message,
+            "restore the database with `ithaca doctor restore`, or accept the journal as it"
+            " is with `ithaca doctor lift-lockdown`",
         )
+        for _code, message in anchor.problems(project.runtime, conn)
     ]
 
 

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
         lightjson,
         lineage,
         lockdown,
+        lost_state,
         markers,
         mcp_calls,
+        regular,
         states,
     )
     from ithaca.kernel.authority import AGENT_ENVIRONMENT, require_user
@@ -159,8 +161,10 @@ _FACE = {
     "lightjson": "ithaca.kernel.lightjson",
     "lineage": "ithaca.kernel.lineage",
     "lockdown": "ithaca.kernel.lockdown",
+    "lost_state": "ithaca.kernel.lost_state",
     "markers": "ithaca.kernel.markers",
     "mcp_calls": "ithaca.kernel.mcp_calls",
+    "regular": "ithaca.kernel.regular",
     "LATEST_VERSION": "ithaca.kernel.connection:LATEST_VERSION",
     "IGNORE_LINE": "ithaca.kernel.project:IGNORE_LINE",
     "Project": "ithaca.kernel.project:Project",
@@ -222,8 +226,10 @@ __all__ = [
     "lightjson",
     "lineage",
     "lockdown",
+    "lost_state",
     "markers",
     "mcp_calls",
+    "regular",
     "LATEST_VERSION",
     "IGNORE_LINE",
     "Project",
@@ -248,6 +254,7 @@ MIGRATIONS = (
     (1, "kernel.initial", "ithaca.kernel.tables:KERNEL_V1"),
     (10, "kernel.mcp_call_tickets", "ithaca.kernel.mcp_calls:SCHEMA"),
     (11, "kernel.lockdown", "ithaca.kernel.lockdown:SCHEMA"),
+    (13, "kernel.journal_seals", "ithaca.kernel.tables:JOURNAL_SEALS"),
 )
 GATES = (("ithaca.kernel.guard", ("PreToolUse",)),)
 CLI_COMMANDS = {

@@ -5,7 +5,8 @@ values pass a check of their own, a few keys (which choose an executable) are ho
 only from the user or local file, and the user's file alone may set ``user_id``. An
 unknown section or key, a wrong type or a failed check is ``INVALID_CONFIG``, naming the
 file and the key. ``kernel.config`` loads this module only when its cache cannot answer:
-hooks, on every call, read the merged result from the cache.
+hooks, on every call, read the merged result from the cache. It parses the bytes
+``kernel.config`` read, never the file again.
 """
 
 from __future__ import annotations
@@ -194,11 +195,13 @@ def defaults() -> dict[str, Any]:
     return config
 
 
-def merged(files: list[tuple[str, str]]) -> dict[str, Any]:
-    """The defaults overlaid by each ``(path, layer)``, lowest first, checked."""
+def merged(files: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+    """The defaults overlaid by each ``(path, layer, bytes)``, lowest first, checked. The
+    bytes are what ``kernel.config`` read (and keyed its cache by): a file is never opened
+    twice, so what is merged is what was digested."""
     config = defaults()
-    for path, layer in files:
-        _overlay(config, _read(path), path, layer)
+    for path, layer, data in files:
+        _overlay(config, _read(path, data), path, layer)
     _check_budget(config, files[-1][0])
     return config
 
@@ -209,13 +212,12 @@ def _fresh(value: Any) -> Any:
     return list(value) if isinstance(value, list) else value
 
 
-def _read(path: str) -> dict[str, Any]:
+def _read(path: str, data: bytes) -> dict[str, Any]:
     import tomllib
 
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise _invalid(path, "", f"cannot be read as TOML: {exc}") from exc
 
 

@@ -47,15 +47,14 @@ CHECK_STATUS = {"error": "error", "warning": "warning", "info": "ok"}
 def check(project: Any, store: Store, *, full: bool = False) -> dict[str, Any]:
     """Every finding as ``{code, severity, message, subject?}``; ``ok`` when none is an
     error; ``status`` healthy, degraded (warnings) or corrupt (errors); ``checks`` per id.
-    The journal is verified from the last verified point, or whole with ``full``."""
+    Every journal row is checked each time; ``full`` re-derives every row's hash and runs
+    SQLite's integrity check over the whole file."""
     conn = store.connection()
     anchored = anchor.read(project.runtime, anchor.ANCHOR)
     # Check id -> its findings; the journal and the parts are checked on a current schema.
     findings: dict[str, list[dict[str, Any]]] = {"integrity": [], "schema": []}
-    try:
-        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
-    except sqlite3.DatabaseError as exc:
-        integrity = [str(exc)]
+    journal_rows = {"byPages": 0, "derived": 0}
+    integrity = _integrity(conn, full)
     if integrity != ["ok"]:
         findings["integrity"].append(_finding("INTEGRITY_FAILED", "error", "; ".join(integrity)))
     version = store.version()
@@ -79,7 +78,7 @@ def check(project: Any, store: Store, *, full: bool = False) -> dict[str, Any]:
             )
         )
     else:
-        findings["journal"] = _journal_findings(project, conn, anchored, full)
+        findings["journal"], journal_rows = _journal_findings(project, conn, anchored, full)
         for provider in PROVIDERS:
             findings[_part(provider)] = _call(provider, project, conn)
     events = conn.execute("SELECT count(*) FROM journal").fetchone()[0] if version else 0
@@ -94,46 +93,102 @@ def check(project: Any, store: Store, *, full: bool = False) -> dict[str, Any]:
         "schemaVersion": version,
         "latestVersion": LATEST_VERSION,
         "journalEvents": events,
+        # How this check read every row: by its sealed pages, or re-deriving its hash.
+        "journalRows": journal_rows,
         "findings": flat,
         "checks": [entry for name, found in findings.items() for entry in _checks(name, found)],
     }
 
 
+def _integrity(conn: sqlite3.Connection, full: bool) -> list[str]:
+    """SQLite's ``integrity_check``: of the whole file with ``full``; else of every table
+    but the journal, whose rows the journal check reads anyway (its indexes and the
+    file's free pages are left to ``--full``). ``["ok"]`` when nothing is wrong."""
+    try:
+        if full:
+            return [row[0] for row in conn.execute("PRAGMA integrity_check")]
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'journal'"
+                " AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            )
+        ]
+        found = [
+            row[0]
+            for table in tables
+            for row in conn.execute(f'PRAGMA integrity_check("{table.replace(chr(34), "")}")')
+            if row[0] != "ok"
+        ]
+        return found or ["ok"]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+
+
+# What the anchor, the head record and the seal key can say, as the doctor reports it:
+# the severity, and what the user can do.
+RESTORE_OR_ACCEPT = (
+    "; restore the latest backup (`ithaca doctor restore`), or accept the journal as it is"
+    " now with `ithaca doctor lift-lockdown`"
+)
+SEAL_FINDINGS = {
+    "SEAL_KEY_MISSING": (
+        "error",
+        "; Ithaca never makes a new key for a journal it sealed: put the key back from a"
+        " backup of your home, or accept the journal as it is now (and a new key) with"
+        " `ithaca doctor lift-lockdown`",
+    ),
+    "SEAL_KEY_UNREADABLE": (
+        "warning",
+        " (the agent's sandbox hides it on purpose), so the seals were not checked: run"
+        " `ithaca doctor` in your own terminal",
+    ),
+    "ANCHOR_FORGED": ("error", RESTORE_OR_ACCEPT),
+    "HEAD_FORGED": ("error", RESTORE_OR_ACCEPT),
+    "ROLLED_BACK": ("error", RESTORE_OR_ACCEPT),
+    "TAIL_MISSING": ("error", RESTORE_OR_ACCEPT),
+}
+
+
 def _journal_findings(
     project: Any, conn: sqlite3.Connection, anchored: tuple[int, str] | None, full: bool
-) -> list[dict[str, Any]]:
-    """The chain, verified from the last verified point (whole when ``full`` or when that
-    point is no longer in the journal), and the tail against the anchor."""
-    verified = None if full else anchor.read(project.runtime, anchor.VERIFIED)
-    if verified is not None and journal.hash_at(conn, verified[0]) != verified[1]:
-        verified = None  # a restore or rebuild since: verify everything
-    found = [
-        _finding(
-            "JOURNAL_CHAIN_BROKEN",
-            "error",
-            f"journal row {problem.seq}: {problem.problem}; the journal is never rewritten:"
-            " restore a backup (`ithaca doctor restore`) or accept the break",
-            subject=str(problem.seq),
-            seq=problem.seq,
-        )
-        for problem in journal_check.verify(conn, after=verified)
-    ]
-    head = journal.head(conn)
-    if anchored is not None and journal.hash_at(conn, anchored[0]) != anchored[1]:
-        ends = f"ends at seq {head[0]}" if head else "is empty"
-        found.append(
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every row of the journal checked (``kernel.journal_check``: by its sealed pages, or
+    re-derived; all re-derived with ``full``), and its head against the sealed anchor and
+    the head record in the user's home (``kernel.anchor``). A journal found whole has its
+    newly full pages sealed; one found broken never does, so each later check reports it
+    again."""
+    key, _ = anchor.load_key()
+    checked = journal_check.check(conn, project.db_path, full=full, key=key)
+    try:
+        found = [
             _finding(
-                "JOURNAL_TAIL_MISSING",
+                "JOURNAL_CHAIN_BROKEN",
                 "error",
-                f"the journal {ends}, but Ithaca committed up to seq {anchored[0]}: its tail"
-                " was deleted or the database replaced behind Ithaca's back; restore the"
-                " latest backup (`ithaca doctor restore`)",
-                subject=str(anchored[0]),
+                f"journal row {problem.seq}: {problem.problem}; the journal is never"
+                " rewritten: restore a backup (`ithaca doctor restore`) or accept the break",
+                subject=str(problem.seq),
+                seq=problem.seq,
             )
-        )
-    if not found and head is not None:
-        anchor.write(project.runtime, anchor.VERIFIED, head)
-    return found
+            for problem in checked.problems
+        ]
+        for code, message in anchor.problems(project.runtime, conn):
+            severity, advice = SEAL_FINDINGS[code]
+            found.append(_finding(f"JOURNAL_{code}", severity, message + advice))
+        if not found:
+            journal_check.seal(conn, checked, key)
+        if checked.pages_unreadable and not full:
+            found.append(
+                _finding(
+                    "JOURNAL_READ_BY_ROWS",
+                    "info",
+                    "every journal row was re-derived, which takes longer: its pages could"
+                    f" not be read ({checked.pages_unreadable})",
+                )
+            )
+    finally:
+        checked.close()
+    return found, {"byPages": checked.rows_by_pages, "derived": checked.rows_derived}
 
 
 def repair(project: Project, store: Store) -> dict[str, Any]:
@@ -200,6 +255,7 @@ def restore(project: Project, store: Store, backup_path: str) -> dict[str, Any]:
             if problem is not None:
                 raise Corrupt("BACKUP_INVALID", f"the restored database {problem}")
             with restored.write() as conn:
+                anchor.rebase_on_commit(conn)  # the user accepts this journal as it is
                 journal.append(
                     conn,
                     actor="user",
@@ -260,8 +316,11 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
     store.close()
     old_sha = _sha256(project.db_path) if os.path.exists(project.db_path) else None
     quarantine = _quarantine(project)
-    anchored = anchor.read(project.runtime, anchor.ANCHOR)
-    _remove_quietly(os.path.join(project.runtime, anchor.ANCHOR))  # a new journal starts
+    # A new journal starts: its anchor and head record start with it.
+    records = [os.path.join(project.runtime, anchor.ANCHOR), anchor.head_path(project.runtime)]
+    kept = {path: _read_quietly(path) for path in records}
+    for path in records:
+        _remove_quietly(path)
     parts = []
     try:
         fresh = Store(project.db_path, backups_dir=project.backups_dir)
@@ -278,8 +337,10 @@ def rebuild(project: Project, store: Store) -> dict[str, Any]:
         for suffix in DB_SIDE_FILES:
             _remove_quietly(project.db_path + suffix)
         _unquarantine(project, quarantine)
-        if anchored is not None:
-            anchor.write(project.runtime, anchor.ANCHOR, anchored)
+        for path, data in kept.items():
+            if data is not None:
+                with open(path, "wb") as stream:
+                    stream.write(data)
         raise
     return {"quarantine": quarantine, "quarantined_db_sha256": old_sha, "parts": parts}
 
@@ -391,6 +452,14 @@ def _fsync_folder(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _read_quietly(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except OSError:
+        return None
 
 
 def _remove_quietly(path: str) -> None:

@@ -6,14 +6,15 @@ cannot write ``.ithaca/``: Git reports "unable to unlink", moves ``HEAD`` anyway
 leaving the team's rule files and configuration as the old commit had them. The effect
 check's fingerprint would see nothing, since the files did not change; what changed is the
 commit they belong to. So the fingerprint also records, for each tracked team file, the
-blob the checked-out commit holds, and the stat of ``HEAD`` and its ref (so that a switch
+blob the checked-out commit holds, and what ``HEAD`` and its ref hold (so that a switch
 or a commit reaches the slow path). A file whose commit now holds another blob than when
 it was recorded, while the working file is not that blob, was left behind by such a
 switch; a file the commit and the working tree agree on is not (a commit of an accepted
 edit, or a switch that wrote it, which the content check then judges).
 
-The fast path is stat calls only (``fingerprint.head_files``); Git runs only when a stat
-moved, or when the fingerprint is recorded. Standard library and light modules only (hook path).
+The fast path reads ``HEAD`` and its ref (``fingerprint``'s signature holds them); Git runs
+only when the signature moved, or when the fingerprint is recorded. Standard library and
+light modules only (hook path).
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 GENESIS = "0" * 64
 ACTORS = ("agent", "hook", "user", "system")
 EVENT_FIELDS = ("seq", "at", "actor", "kind", "subject", "payload")
+# The events with which the user accepted the journal as it stood (a restore, a lifted
+# lockdown): what an older journal said was granted counts for nothing after them.
+REBASED = ("kernel.doctor_restored", "lockdown.lifted")
 
 
 def append(
@@ -174,6 +177,13 @@ def head(conn: sqlite3.Connection) -> tuple[int, str] | None:
     """``(seq, hash)`` of the last row, or None for an empty journal."""
     row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
     return (int(row[0]), str(row[1])) if row else None
+
+
+def last_rebase(conn: sqlite3.Connection) -> int:
+    """The seq of the last event with which the user accepted the journal as it stood
+    (``REBASED``), or 0."""
+    row = conn.execute("SELECT max(seq) FROM journal WHERE kind IN (?, ?)", REBASED).fetchone()
+    return int(row[0] or 0)
 
 
 def hash_at(conn: sqlite3.Connection, seq: int) -> str | None:

@@ -8,11 +8,12 @@ user lifts it (``ithaca doctor lift-lockdown``, from their own terminal), which 
 the files as they are then: the fingerprint is recorded anew and every lockdown ends,
 with a ``lockdown.lifted`` event.
 
-The accepted fingerprint is one row: the stat signature the hook compares first, the
-contents the slow path compares when that moved, and the blobs the checked-out commit
-held for the team's files (``kernel.git_head``). Ithaca records it itself when it writes
-what it protects (``ithaca init``, ``install``, ``uninstall``, a restore). Standard
-library and light modules only (hook path).
+The accepted fingerprint is one row: the signature the hook compares first (one digest
+of every protected file's content), the contents the slow path compares when that moved,
+and the blobs the checked-out commit held for the team's files (``kernel.git_head``).
+Ithaca records it itself when it writes what it protects (``ithaca init``, ``install``,
+``uninstall``, a restore), after rebuilding the derived configuration cache, which is
+never accepted as it stands. Standard library and light modules only (hook path).
 """
 
 from __future__ import annotations
@@ -50,10 +51,17 @@ CODE = "LOCKDOWN"
 ENTERED = "lockdown.entered"
 LIFTED = "lockdown.lifted"
 BASELINED = "effects.baselined"
+# The recorded signature while something other than a regular file stands where one
+# belongs: no signature equals it, so every check compares the contents.
+UNSETTLED = "unsettled"
 
 
-def baseline(conn: sqlite3.Connection) -> tuple[str, dict[str, Any], dict[str, str]] | None:
-    """The accepted ``(signature, contents, heads)``; None before any was recorded."""
+def baseline(
+    conn: sqlite3.Connection,
+) -> tuple[str | bytes, dict[str, Any], dict[str, str]] | None:
+    """The accepted ``(signature, contents, heads)``; None before any was recorded. The
+    signature is ``fingerprint.signature``'s bytes (text from an older release, or
+    ``UNSETTLED``, which no signature equals)."""
     row = conn.execute(
         "SELECT signature, contents_json, heads_json FROM effect_baseline"
     ).fetchone()
@@ -64,9 +72,11 @@ def record_baseline(
     conn: sqlite3.Connection, project: Project, *, actor: str, reason: str, at: str
 ) -> None:
     """Accept the protected files as they are now; the caller holds the transaction."""
-    from ithaca.kernel import git_head  # Git runs here: not on the hook's fast path
+    from ithaca.kernel import config, git_head  # Git runs here: not on the hook's fast path
 
-    contents = fingerprint.contents(project)
+    config.refresh(project.state_root)  # derived: rebuilt from the files, never accepted
+    surveyed = fingerprint.survey(project)
+    contents = fingerprint.contents(project, surveyed)
     heads = git_head.blobs(project)
     conn.execute(
         "INSERT INTO effect_baseline (id, signature, contents_json, heads_json, recorded_at)"
@@ -74,7 +84,7 @@ def record_baseline(
         " excluded.signature, contents_json = excluded.contents_json, heads_json ="
         " excluded.heads_json, recorded_at = excluded.recorded_at",
         (
-            fingerprint.signature(project),
+            fingerprint.signature(project, surveyed) or UNSETTLED,
             canon.canonical_text(contents),
             canon.canonical_text(heads),
             at,
@@ -84,8 +94,8 @@ def record_baseline(
     journal.append(conn, actor=actor, kind=BASELINED, subject=None, payload=payload, at=at)
 
 
-def resign(conn: sqlite3.Connection, signature: str, heads: dict[str, str]) -> None:
-    """Record a new stat signature for contents that did not change, and the blobs the
+def resign(conn: sqlite3.Connection, signature: bytes, heads: dict[str, str]) -> None:
+    """Record a new signature for contents that did not change, and the blobs the
     checked-out commit holds now that the working files agree with it."""
     conn.execute(
         "UPDATE effect_baseline SET signature = ?, heads_json = ?",
@@ -149,8 +159,12 @@ def all_active(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def lift(conn: sqlite3.Connection, project: Project, *, at: str) -> list[str]:
-    """End every lockdown and accept the files as they are; returns the ids lifted."""
+    """End every lockdown and accept the files, and the journal, as they are; returns the
+    ids lifted."""
+    from ithaca.kernel import anchor
+
     lifted = [row["id"] for row in all_active(conn)]
+    anchor.rebase_on_commit(conn)  # the journal too is accepted as it is, under a sound seal
     conn.execute("UPDATE lockdowns SET lifted_at = ? WHERE lifted_at IS NULL", (at,))
     journal.append(conn, actor="user", kind=LIFTED, subject=None, payload={"lifted": lifted}, at=at)
     record_baseline(conn, project, actor="user", reason="lockdown lifted", at=at)

@@ -102,6 +102,8 @@ class Store:
         applied: list[str] = []
         with write_transaction(conn):
             current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if current == 0:  # a new database where none was anchored: a new journal starts
+                anchor.rebase_on_commit(conn)
             for migration in MIGRATIONS:
                 if migration.version <= current:
                     continue

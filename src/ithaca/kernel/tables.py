@@ -1,5 +1,5 @@
 """The kernel's own tables: the journal, the host-session registry, gate state and
-write allowances (DESIGN, Kernel contracts 3–5)."""
+write allowances (DESIGN, Kernel contracts 3–5), and the doctor's journal seals."""
 
 KERNEL_V1 = """
 CREATE TABLE journal (
@@ -37,5 +37,21 @@ CREATE TABLE write_allowances (
   owner TEXT NOT NULL,
   created_at TEXT NOT NULL,
   PRIMARY KEY (path, owner)
+);
+"""
+
+# The doctor's seals over the journal's stored pages (``kernel.journal_check``): each row
+# covers the journal rows ``first_seq..last_seq``, whose chain the doctor re-derived
+# before sealing the leaf pages (and overflow pages) that hold them. ``leaves`` and
+# ``overflow`` are page numbers, 4 bytes each, big-endian; ``mac`` is the digest's MAC
+# under the user's seal key (``kernel.anchor``), NULL where it was sealed without one.
+JOURNAL_SEALS = """
+CREATE TABLE journal_seals (
+  first_seq INTEGER PRIMARY KEY,
+  last_seq INTEGER NOT NULL CHECK (last_seq >= first_seq),
+  leaves BLOB NOT NULL,
+  overflow BLOB NOT NULL,
+  digest TEXT NOT NULL,
+  mac TEXT
 );
 """

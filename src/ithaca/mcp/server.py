@@ -20,10 +20,14 @@ The project is opened when the server is built. A host plugin starts ``ithaca mc
 every repository, so a project that cannot be opened (no ``.ithaca/`` yet, or a folder
 outside any Git repository) does not stop the server: it lists its tools and answers
 every call with the coded error and the step that fixes it (``NOT_INITIALISED``: run
-``ithaca init``). Each call tries to open the project again, so the tools work as soon as
-the user has run ``ithaca init``. In a Git repository, a ``record`` call whose first
-entry is ``baseline initialize`` sets the project up itself and goes on (delivery
-reference §6.1), as ``ithaca record baseline initialize`` does.
+``ithaca init``). Where Ithaca was set up but its state is gone (``.ithaca/`` deleted,
+its database missing or unreadable), the error says so instead, with the commands that
+restore it (``STATE_MISSING``, ``STATE_UNREADABLE``, ``STATE_EMPTIED``, from
+``kernel.lost_state``), and nothing sets the project up again on the agent's behalf. Each
+call tries to open the project again, so the tools work as soon as the user has run
+``ithaca init`` or restored the state. In a Git repository that was never set up, a
+``record`` call whose first entry is ``baseline initialize`` sets the project up itself
+and goes on (delivery reference §6.1), as ``ithaca record baseline initialize`` does.
 
 Started by the Claude Code plugin (``ithaca mcp --plugin``) in a project whose own
 ``.mcp.json`` already registers Ithaca's server (``ithaca install claude``), the server
@@ -106,6 +110,7 @@ class ProjectHandle:
                 self.project = None
 
     def _opened(self) -> IthacaProject:
+        """The project, or why not: lost state is answered as ``open_project`` words it."""
         try:
             return open_project(self.path)
         except IthacaError as exc:

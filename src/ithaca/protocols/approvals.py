@@ -48,11 +48,23 @@ def later(stamp: str, seconds: int) -> str:
 
 
 def granted(conn: sqlite3.Connection, session_id: str, action_digest: str, now: str) -> str | None:
-    """The id of a granted, unexpired approval for exactly this action, if any."""
+    """The id of a granted, unexpired approval for exactly this action, if any.
+
+    A one-time approval is used up by a row of this database, so an older copy put back
+    would show it unused. None counts while the journal's seals do not hold (an older
+    copy put back with its anchor falls short of the head kept in the user's home), nor
+    one granted before the user last accepted the journal as it stood (a restore, a
+    lifted lockdown: ``journal.REBASED``)."""
+    from ithaca.kernel import anchor
+
+    if not anchor.holds(conn):
+        return None
     row = conn.execute(
-        "SELECT id FROM protocol_approvals WHERE host_session_id = ? AND action_digest = ?"
-        " AND status = 'granted' AND expires_at > ? ORDER BY granted_at LIMIT 1",
-        (session_id, action_digest, now),
+        "SELECT id FROM protocol_approvals AS a WHERE host_session_id = ? AND action_digest = ?"
+        " AND status = 'granted' AND expires_at > ? AND (SELECT max(seq) FROM journal"
+        " WHERE kind = 'protocols.approval_granted' AND subject = a.id) > ?"
+        " ORDER BY granted_at LIMIT 1",
+        (session_id, action_digest, now, journal.last_rebase(conn)),
     ).fetchone()
     return row[0] if row else None
 

@@ -6,17 +6,22 @@ change, so reopening a project causes no churn and concurrent openers produce on
 ``protocols.seeds_reconciled`` event. An override of a base id survives reconciliation;
 an override of a retired seed becomes a plain user record.
 
-Files: ``.ithaca/protocols/<id>.json`` are tracked team rules. They are re-read whenever
-the folder listing (name, size, mtime) changes. A broken or conflicting file leaves the
-previous rows alone and is remembered, so every lookup fails until the file is fixed:
-a broken team rule is corrupt authority and is never skipped.
+Files: ``.ithaca/protocols/<id>.json`` are tracked team rules (``kernel.regular.rule_files``
+says which entries are: the definition the effect check uses too). They are re-read
+whenever the listing (each name and the SHA-256 of its bytes, never a size or a time)
+changes. A broken or conflicting file leaves the previous rows alone and is remembered,
+so every lookup fails until the file is fixed: a broken team rule is corrupt authority
+and is never skipped. So is a rule file that is no singly linked regular file (a
+symbolic link, even to an identical copy, a second hard link, a FIFO, a folder): it is
+refused as ``PROTOCOL_FILE_INVALID`` (problem ``NOT_REGULAR``), never read through and
+never dropped.
 """
 
 from __future__ import annotations
 
 import os
 
-from ithaca.kernel import canon, journal, lightjson
+from ithaca.kernel import canon, journal, lightjson, regular
 from ithaca.kernel.errors import Conflict, Corrupt, IthacaError
 from ithaca.protocols import records, seeds
 
@@ -103,18 +108,18 @@ def reconcile_seeds(conn: sqlite3.Connection) -> dict[str, Any] | None:
 
 
 def files_listing(folder: str) -> list[list[Any]]:
-    """``[name, size, mtime_ns]`` of each protocol file, sorted; empty without a folder."""
-    try:
-        entries = list(os.scandir(folder))
-    except FileNotFoundError:
-        return []
-    listing = []
-    for entry in entries:
-        if entry.name.endswith(".json") and not entry.is_symlink() and entry.is_file():
-            info = entry.stat()
-            listing.append([entry.name, info.st_size, info.st_mtime_ns])
-    listing.sort()
-    return listing
+    """``[name, token]`` of each rule file, sorted (the token is the SHA-256 of its bytes,
+    or what stands there instead of a regular file); empty without a folder. A folder that
+    is no real folder is one entry, ``["", kind]``."""
+    return [[name, token] for name, token, _ in _rule_files(folder)]
+
+
+def _rule_files(folder: str) -> list[tuple[str, str | None, bytes | None]]:
+    """``(name, token, bytes)`` of each rule file (``kernel.regular``)."""
+    kind, names = regular.rule_files(folder)
+    if kind is not None:
+        return [("", kind, None)]
+    return [(name, *regular.read(os.path.join(folder, name))) for name in names]
 
 
 def files_changed(conn: sqlite3.Connection, folder: str) -> bool:
@@ -226,11 +231,11 @@ def read_files(
     sqlite_ids = {
         pid for (pid,) in conn.execute("SELECT id FROM protocols WHERE source = 'sqlite'")
     }
-    for name, _, _ in files_listing(folder):
+    for name, token, data in _rule_files(folder):
         path = os.path.join(folder, name)
         rel_path = os.path.relpath(path, project_root).replace(os.sep, "/")
-        with open(path, "rb") as handle:
-            data = handle.read()
+        if data is None:
+            raise _not_regular(rel_path, token)
         digests.append({"path": rel_path, "sha256": canon.digest_bytes(data)})
         try:
             raw = lightjson.loads(data)
@@ -262,6 +267,16 @@ def read_files(
             )
         wanted[record["id"]] = (record, rel_path)
     return wanted, canon.digest(digests)
+
+
+def _not_regular(rel_path: str, token: str | None) -> Corrupt:
+    what = regular.KINDS.get(str(token), "gone")
+    return _invalid_file(
+        rel_path,
+        "NOT_REGULAR",
+        f"is {what}, not a regular file with one name; a team rule is read only from one"
+        " (put the file itself there)",
+    )
 
 
 def _invalid_file(rel_path: str, problem: str, message: str) -> Corrupt:

@@ -166,7 +166,8 @@ def test_install_keeps_the_users_hooks_and_settings_in_their_order(tmp_path: Pat
     assert merged["model"] == original["model"]
     assert merged["permissions"]["allow"] == original["permissions"]["allow"]
     deny = original["permissions"]["deny"]
-    assert merged["permissions"]["deny"] == [*deny, *install_sandbox.DENY_RULES]
+    key = install_sandbox.seal_key()  # outside ~ here: named by its absolute path
+    assert merged["permissions"]["deny"] == [*deny, *install_sandbox.DENY_RULES, f"Read(/{key})"]
     assert merged["env"] == {**original["env"], CAP: "12"}
     new_events = [event for event in EVENTS if event not in original["hooks"]]
     assert list(merged["hooks"]) == list(original["hooks"]) + new_events

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 @click.option(
     "--full",
     is_flag=True,
-    help="Verify the whole journal chain, not only what was appended since the last check.",
+    help="Re-derive every journal row's hash and check the whole file with SQLite (a"
+    " routine check reads every row too, by the pages it sealed).",
 )
 @json_option
 @click.pass_context
@@ -44,13 +45,15 @@ def group(ctx: click.Context, repair: bool, rebuild: bool, full: bool, as_json: 
     if rebuild:
         _rebuild(ctx, as_json)
         return
+    from ithaca.app import lost_database_named
     from ithaca.kernel import doctor as kernel_doctor
 
     with errors_to_exit(as_json):
         found = _doctor_project(ctx)
         store = _raw_store(ctx, found)
-        repaired = kernel_doctor.repair(found, store) if repair else {}
-        report = kernel_doctor.check(found, store, full=full)
+        with lost_database_named(found):  # a database that would not open: say what to do
+            repaired = kernel_doctor.repair(found, store) if repair else {}
+            report = kernel_doctor.check(found, store, full=full)
     report["repaired"] = repaired.get("repaired", [])
     if repair:
         report["backup"] = repaired["backup"]
@@ -78,7 +81,7 @@ def doctor_restore(ctx: click.Context, backup: str, as_json: bool) -> None:
     from ithaca.kernel import require_user
 
     with errors_to_exit(as_json):
-        found = _doctor_project(ctx)
+        found = _doctor_project(ctx, database=False)  # the one it replaces may be lost
         path, manifest = kernel_doctor.verified_backup(found, backup)
         token = os.path.basename(path)[: -len(".db")]
         click.echo(
@@ -158,10 +161,16 @@ def _rebuild(ctx: click.Context, as_json: bool) -> None:
 
 def _doctor_project(ctx: click.Context, *, database: bool = True) -> Project:
     """The project the doctor works on; ``NOT_INITIALISED`` without one (or its database,
-    unless ``database`` is false: a rebuild needs none)."""
-    from ithaca.kernel import find_project
+    unless ``database`` is false: a restore or a rebuild needs none), and the code of
+    ``kernel.lost_state`` where Ithaca was set up but its state is gone, as the hooks and
+    ``ithaca status`` say it. An emptied database is left to the check's own report."""
+    from ithaca.app import lost_state_at
+    from ithaca.kernel import find_project, lost_state
 
     found = find_project(ctx.obj["project_path"])
+    lost = lost_state_at(ctx.obj["project_path"], found, database=database)
+    if lost is not None and lost.code != lost_state.EMPTIED:
+        raise lost.error()
     if found is None or (database and not os.path.exists(found.db_path)):
         raise NotFound("NOT_INITIALISED", "no Ithaca project here; run `ithaca init`")
     return found

@@ -59,12 +59,24 @@ def normalised(payload: dict[str, Any], server_name: str) -> dict[str, Any]:
 
 def wired_by_install(project_root: str, event: str) -> bool:
     """Whether the project's own Claude Code settings run Ithaca's hook for ``event``."""
+    return f"ithaca-hook {HOST} {event}" in _settings_text(project_root)
+
+
+def runs_ithaca(project_root: str) -> str | None:
+    """The project's settings file when it hands any event to Ithaca's hook (``ithaca
+    install claude`` wired it there), else None: a sign that Ithaca was set up in the
+    project even once its state folder is gone."""
+    if f"ithaca-hook {HOST} " in _settings_text(project_root):
+        return "/".join(PROJECT_SETTINGS)
+    return None
+
+
+def _settings_text(project_root: str) -> str:
     try:
         with open(os.path.join(project_root, *PROJECT_SETTINGS), encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError:
-        return False
-    return f"ithaca-hook {HOST} {event}" in text
+            return handle.read()
+    except (OSError, ValueError):  # ValueError: not UTF-8
+        return ""
 
 
 def tool_call(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:

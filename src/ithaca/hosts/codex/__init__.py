@@ -37,6 +37,8 @@ so it holds the adapter itself rather than naming a module of it); its hook trus
 
 from __future__ import annotations
 
+import os
+
 from ithaca.hosts import BLOCK_LEAD, refusal_text
 from ithaca.hosts.claude import tool_call as tool_call  # Codex names them alike
 from ithaca.kernel import Opinion, lightjson
@@ -50,6 +52,8 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreC
 SESSION_ENV_FILE = "CODEX_ENV_FILE"
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 ASK_NOTE = "(Codex cannot ask the user to confirm a call, so Ithaca denies it.)"
+# The project file ``ithaca install codex`` wires its hooks into.
+PROJECT_HOOKS = (".codex", "hooks.json")
 
 
 def normalised(payload: dict[str, Any], server_name: str) -> dict[str, Any]:
@@ -60,6 +64,18 @@ def normalised(payload: dict[str, Any], server_name: str) -> dict[str, Any]:
 def wired_by_install(project_root: str, event: str) -> bool:
     """Ithaca ships no Codex plugin, so no hook of one has to step aside."""
     return False
+
+
+def runs_ithaca(project_root: str) -> str | None:
+    """The project's hooks file when it runs Ithaca's hook (``ithaca install codex`` wired
+    it there), else None: a sign that Ithaca was set up in the project even once its state
+    folder is gone."""
+    try:
+        with open(os.path.join(project_root, *PROJECT_HOOKS), encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, ValueError):  # ValueError: not UTF-8
+        return None
+    return "/".join(PROJECT_HOOKS) if f"ithaca-hook {HOST} " in text else None
 
 
 def render(event: str, final: Opinion) -> tuple[str, int]:

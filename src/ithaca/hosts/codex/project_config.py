@@ -24,7 +24,8 @@ FEATURE_KEYS = ("hooks", "codex_hooks")  # the second is the older, deprecated n
 # The sandboxed profile: a permission profile (Codex 0.169.0) that extends the workspace
 # sandbox, whose built-in rules keep .codex, .agents and .aws read-only, and .git too.
 # Ithaca's state and Claude Code's wiring become read-only as well; .git is opened for
-# commits and worktrees, except what git would run or obey outside the sandbox.
+# commits and worktrees, except what git would run or obey outside the sandbox; the
+# journal's seal key in the user's Ithaca home is denied outright.
 PROFILE_SWITCH = "default_permissions"
 PROFILE_NAME = "ithaca"
 
@@ -44,6 +45,9 @@ def permission_profile(root: Path) -> dict[str, Any]:
         "filesystem": {
             ":workspace_roots": in_workspace,
             **{name: "read" for name in install_sandbox.HOME_PROTECTED},
+            # Not even readable: the key that seals the journal (Codex 0.169.0 stands an
+            # unreadable empty file in for a path it denies).
+            install_sandbox.seal_key(): "deny",
         },
     }
 

@@ -8,8 +8,11 @@ The *sandboxed* profile, the default, switches that sandbox on, makes it fail cl
 agent's commands must not write: Ithaca's state, the user's Ithaca settings, and every
 file that wires Ithaca into a host. File tools do not run in that sandbox, so the same
 paths get permission deny rules for ``Edit`` and ``Write`` (the hook's path checks stay
-too). The *unsandboxed* profile leaves the sandbox settings alone; status and the doctor
-say that the shell guard is then a best-effort text check.
+too). One file the agent's commands may not even read: the user's seal key
+(``~/.ithaca/journal.key``, ``kernel.anchor``), in ``sandbox.filesystem.denyRead`` and as
+a ``Read`` deny rule for the file tool. The *unsandboxed* profile leaves the sandbox
+settings alone; status and the doctor say that the shell guard is then a best-effort
+text check, and that the seal key is then within the agent's reach.
 
 Inside the sandbox, bubblewrap leaves empty stand-ins for files it guards that do not
 exist (``.bashrc``, ``.gitconfig``, ``.vscode``, …) in the working tree, where ``git add
@@ -27,6 +30,7 @@ lists; uninstall takes back exactly that, while it is still as set.
 from __future__ import annotations
 
 import copy
+import os
 import platform
 import shutil
 from pathlib import Path
@@ -66,9 +70,27 @@ LINUX_TOOLS = ("bwrap", "socat")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 UNSANDBOXED_NOTE = (
     "unsandboxed profile: the agent's shell commands are checked by reading their text, a"
-    " best-effort guard that a determined agent can spell around (docs/hooks.md, Limits)"
+    " best-effort guard that a determined agent can spell around (docs/hooks.md, Limits);"
+    " they can also read the key that seals the journal (~/.ithaca/journal.key), so a"
+    " journal cut or rolled back together with its anchor and head record, all sealed"
+    " again, cannot be detected"
 )
 _ABSENT: Any = object()
+
+
+def seal_key() -> str:
+    """What the agent's shell may not even read: the key that seals the journal's anchor
+    and head (``kernel.anchor``), so that it cannot re-make a seal over a journal it cut.
+    Named under ``~`` where the user's Ithaca home is in theirs (the default,
+    ``~/.ithaca/journal.key``), so the committed settings name no path of this machine;
+    absolute otherwise."""
+    from ithaca.kernel import anchor
+
+    path = anchor.key_path()
+    inside = os.path.relpath(path, os.path.expanduser("~"))
+    return path if inside.startswith("..") else f"~/{inside}"
+
+
 # What Claude Code 2.1.332's sandbox leaves in the working tree when it is missing there.
 STUB_FILES = (".bash_profile", ".bashrc", ".gitconfig", ".gitmodules", ".profile",
               ".ripgreprc", ".zprofile", ".zshrc")  # fmt: skip
@@ -156,6 +178,7 @@ def take_back(settings: dict[str, Any], record: dict[str, Any], path: Path) -> b
                     sandbox[key] = previous["value"]
                 changed = True
         changed = _remove(sandbox, "filesystem", "denyWrite", record) or changed
+        changed = _remove(sandbox, "filesystem", "denyRead", record) or changed
         if not sandbox and record.get("createdSandbox"):
             del settings["sandbox"]
     permissions = settings.get("permissions")
@@ -179,9 +202,14 @@ def _apply(settings: dict[str, Any], path: Path) -> dict[str, Any]:
     record["createdFilesystem"] = "filesystem" not in sandbox
     filesystem = object_at(sandbox, "filesystem", path, create=True)
     _add(filesystem, "denyWrite", DENY_WRITE, path, record)
+    key = seal_key()
+    _add(filesystem, "denyRead", (key,), path, record)
     record["createdPermissions"] = "permissions" not in settings
     permissions = object_at(settings, "permissions", path, create=True)
-    _add(permissions, "deny", DENY_RULES, path, record)
+    # The Read tool runs outside the sandbox: a permission rule keeps it from the key too
+    # (Claude Code writes an absolute path as ``//path``).
+    read_rule = f"Read({key})" if key.startswith("~") else f"Read(/{key})"
+    _add(permissions, "deny", (*DENY_RULES, read_rule), path, record)
     return record
 
 
