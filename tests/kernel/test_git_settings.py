@@ -211,25 +211,3 @@ def test_a_setting_that_cannot_be_switched_off_stops_git_from_running(
     assert isinstance(raised.value, OSError)  # callers treat it as Git not answering
     assert "filter.a=b.clean" in str(raised.value)
     assert not marker.exists()
-
-
-def test_commands_that_read_no_file_contents_cost_no_settings_listing(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``rev-parse`` and kin start one Git; a status starts two (the listing first)."""
-    log = tmp_path / "started"
-    wrapper = tmp_path / "bin"
-    wrapper.mkdir()
-    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
-    (wrapper / "git").write_text(
-        f'#!/bin/sh\necho "$*" >> {log}\nexec {real.stdout.strip()} "$@"\n'
-    )
-    (wrapper / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
-
-    git.run(["rev-parse", "--show-toplevel"], cwd=str(repo), timeout=10)
-    git.run(["hash-object", "--no-filters", "a.txt"], cwd=str(repo), timeout=10)
-    assert len(log.read_text().splitlines()) == 2
-    git.run(["status"], cwd=str(repo), timeout=10)
-    started = log.read_text().splitlines()
-    assert len(started) == 4 and "config --list -z --show-scope" in started[2]

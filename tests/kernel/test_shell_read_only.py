@@ -107,6 +107,11 @@ def test_everyday_reads_stay_read_only(line):
 # Each line writes a file or starts a program of the agent's choosing through an option,
 # a setting or a wrapper of a program that is read-only in its other forms.
 WRITERS_AND_RUNNERS = [
+    # another repository, whose own settings name what its status and diff run
+    "GIT_DIR=/tmp/made/.git git status",
+    "GIT_WORK_TREE=/tmp/made git diff",
+    "git --git-dir=/tmp/made/.git log -p",
+    "git --work-tree /tmp/made status",
     # git grep opens the matching files in a pager of its choosing, as getopt abbreviates too
     "git grep -O'sh -c \"touch pwned\"' parse",
     "git grep -Ovim parse",

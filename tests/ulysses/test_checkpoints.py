@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -164,6 +166,30 @@ def test_snapshot_holds_the_worktree_and_leaves_the_index_alone(repo: Path) -> N
     assert git(repo, "show", f"{ref}:a.txt") == "changed"
     assert git(repo, "show", f"{ref}:.ithaca/lesson.md") == "lesson"
     assert git(repo, "rev-parse", f"{ref}^") == checkpoint["git_head"]
+
+
+def test_a_snapshot_runs_nothing_an_embedded_repository_names(repo: Path, tmp_path: Path) -> None:
+    """An agent-made repository inside the project, linked as a submodule, with a filter of
+    its own: taking the snapshot (the Ulysses tool does at session start) runs none of it,
+    and the snapshot keeps the submodule's recorded commit."""
+    marker = tmp_path / "RAN"
+    inner = repo / "vendor" / "inner"
+    inner.mkdir(parents=True)
+    git(inner, "init", "-q")
+    write(inner, {"x.txt": "x\n", ".gitattributes": "* filter=inner\n"})
+    git(inner, "add", "-A")
+    git(inner, "commit", "-qm", "inner")
+    git(inner, "config", "filter.inner.clean", f"touch {marker}; cat")
+    git(inner, "config", "core.fsmonitor", f"touch {marker}; echo")
+    git(repo, "-c", "advice.addEmbeddedRepo=false", "add", "vendor/inner")
+    later = time.time() + 5
+    os.utime(inner / "x.txt", (later, later))
+
+    checkpoint, _ = observe(str(repo), session_id=SESSION, label="initial", settings=SETTINGS)
+
+    assert checkpoint["restorable"] and not marker.exists()
+    recorded = git(repo, "rev-parse", ":vendor/inner")
+    assert git(repo, "rev-parse", f"{checkpoint['snapshot_ref']}:vendor/inner") == recorded
 
 
 def test_unborn_branch_has_no_head_and_a_parentless_snapshot(tmp_path: Path) -> None:

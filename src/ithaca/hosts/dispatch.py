@@ -138,7 +138,7 @@ def run(host: str, event: str, stdin_text: str, *, plugin: bool = False) -> tupl
     anchor = os.environ.get(PROJECT_DIR_VARIABLE)
     project, displaced = pinned_project(cwd, anchor)
     wired_root = project.root if project is not None else cwd
-    if project is None or project.root != (anchor or project.work_root):
+    if project is None or project.root != os.path.realpath(anchor or project.work_root):
         # No state here, or state that is not the wired project's own: was it lost?
         from ithaca.hosts import lost
 

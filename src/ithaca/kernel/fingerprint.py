@@ -206,9 +206,10 @@ def _git(project: Project) -> list[tuple[str, str | None]]:
     head = os.path.join(git_dir, "HEAD")
     found = [(head, _text(*regular.load(head)))]
     text = found[0][1] or ""
-    if not text.startswith("ref: "):
-        return found  # a detached HEAD names its commit itself
-    ref = os.path.join(common, text[5:])
+    name = text[5:]
+    if not text.startswith("ref: ") or not _ref_name(name):
+        return found  # a detached HEAD names its commit itself (or HEAD is no ref Git takes)
+    ref = os.path.join(common, name)
     kind, data = regular.load(ref)
     found.append((ref, _text(kind, data)))
     if kind is not None:
@@ -216,11 +217,17 @@ def _git(project: Project) -> list[tuple[str, str | None]]:
     packed = os.path.join(common, "packed-refs")
     kind, data = regular.load(packed)
     if data is not None:
-        at = data.find(f" {text[5:]}\n".encode())
+        at = data.find(f" {name}\n".encode())
         line = data[data.rfind(b"\n", 0, at) + 1 : at] if at >= 0 else b""
         kind = line.decode("ascii", "replace")
-    found.append((f"{packed} {text[5:]}", kind))
+    found.append((f"{packed} {name}", kind))
     return found
+
+
+def _ref_name(name: str) -> bool:
+    """Whether ``name`` is a branch's ref inside the Git folder (``HEAD`` can be written
+    by the agent: a path out of ``refs/`` would make every hook read a file it chose)."""
+    return name.startswith("refs/") and ".." not in name.split("/") and "\0" not in name
 
 
 def _text(kind: str | None, data: bytes | None) -> str | None:

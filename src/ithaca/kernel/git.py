@@ -21,9 +21,10 @@ program comes from the repository:
 - ``FORCED`` settings are given on the command line, which outranks every file: no
   file-system monitor, no hooks, no pager, editor, external diff, credential helper,
   signing, automatic maintenance or transport, and no recursion into submodules;
-- status and diff are told ``--ignore-submodules=dirty`` (a ``.gitmodules`` entry would
-  otherwise send them into an embedded repository, whose settings are its own), and diff
-  and log ``--no-ext-diff --no-textconv``;
+- status and the diff commands are told ``--ignore-submodules=dirty`` (a ``.gitmodules``
+  entry would otherwise send them into an embedded repository, whose settings are its
+  own), and the diff commands, log and show ``--no-ext-diff --no-textconv``. ``git add``
+  has no such option: a caller excludes the submodules from its pathspec;
 - before a command that reads the working tree through attributes (``CONTENT_FREE``
   lists the ones that do not), the settings Git would read are listed with their scope,
   and every program a *named* driver would start (``filter.<name>.clean``, ``smudge``,
@@ -239,7 +240,10 @@ def _content_free(name: str, rest: list[str]) -> bool:
     if name in CONTENT_FREE:
         return True
     if name == "ls-files":  # only --modified compares contents
-        return not any(arg == "--modified" or arg[:2] == "-m" for arg in rest)
+        return not any(
+            arg == "--modified" or (arg[:1] == "-" and arg[1:2] != "-" and "m" in arg)
+            for arg in rest
+        )
     if name == "cat-file":
         return "--filters" not in rest and "--textconv" not in rest
     if name == "hash-object":

@@ -162,6 +162,8 @@ class Pages:
             below: list[int] = []
             for number in level:
                 below.extend(self._children(number))
+            if len(set(below)) != len(below) or len(below) > self.pages_in_file + len(self.frames):
+                raise PageError("the table's b-tree names a page twice (a loop)")
             level = below
         raise PageError("the table's b-tree is deeper than any real table")
 

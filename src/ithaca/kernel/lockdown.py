@@ -8,9 +8,10 @@ user lifts it (``ithaca doctor lift-lockdown``, from their own terminal), which 
 the files as they are then: the fingerprint is recorded anew and every lockdown ends,
 with a ``lockdown.lifted`` event.
 
-The accepted fingerprint is one row: the signature the hook compares first (one digest
-of every protected file's content), the contents the slow path compares when that moved,
-and the blobs the checked-out commit held for the team's files (``kernel.git_head``).
+The accepted fingerprint is one row: the signature the hook compares first (the
+protected files' bytes side by side, the user's own files by digest), the contents the
+slow path compares when that moved, and the blobs the checked-out commit held for the
+team's files (``kernel.git_head``).
 Ithaca records it itself when it writes what it protects (``ithaca init``, ``install``,
 ``uninstall``, a restore), after rebuilding the derived configuration cache, which is
 never accepted as it stands. Standard library and light modules only (hook path).

@@ -36,6 +36,9 @@ SOCKET = "socket"
 DEVICE = "device"
 FOLDER = "folder"
 UNREADABLE = "unreadable"
+TOO_LARGE = "too large"
+# No protected file is near this; a larger one is not read (each hook would pay for it).
+MAX_BYTES = 16 * 1024 * 1024
 # How each kind reads in a message: "<path> is <phrase> where a regular file belongs".
 KINDS = {
     SYMLINK: "a symbolic link",
@@ -45,6 +48,7 @@ KINDS = {
     DEVICE: "a device",
     FOLDER: "a folder",
     UNREADABLE: "unreadable",
+    TOO_LARGE: f"larger than Ithaca reads ({MAX_BYTES // 1048576} MiB)",
 }
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GONE = (errno.ENOENT, errno.ENOTDIR)  # nothing stands there
@@ -75,6 +79,8 @@ def load(path: str) -> tuple[str | None, bytes | None]:
             return _kind(info.st_mode), None
         if info.st_nlink != 1:
             return HARD_LINK, None
+        if info.st_size > MAX_BYTES:
+            return TOO_LARGE, None
         return REGULAR, _all(fd, info.st_size)
     except OSError:
         return UNREADABLE, None
@@ -98,6 +104,8 @@ def read_through(path: str) -> tuple[str | None, bytes | None]:
         return (None if exc.errno in _GONE else UNREADABLE), None
     if not stat.S_ISREG(info.st_mode):
         return _kind(info.st_mode), None
+    if info.st_size > MAX_BYTES:
+        return TOO_LARGE, None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -143,13 +151,15 @@ def rule_files(folder: str) -> tuple[str | None, list[str]]:
 
 
 def _all(fd: int, size: int) -> bytes:
-    """What ``fd`` (a regular file of ``size`` bytes when it was looked at) holds."""
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data
-    chunks = [data]  # it grew since
-    while chunk := os.read(fd, 65536):
-        chunks.append(chunk)
+    """What ``fd`` (a regular file of ``size`` bytes when it was looked at) holds, read to
+    its end; ``OSError`` when it grew past ``MAX_BYTES`` meanwhile."""
+    chunks = [os.read(fd, size + 1)]
+    read = len(chunks[0])
+    while chunks[-1]:
+        if read > MAX_BYTES:
+            raise OSError(errno.EFBIG, "grew past what Ithaca reads")
+        chunks.append(os.read(fd, 65536))
+        read += len(chunks[-1])
     return b"".join(chunks)
 
 

@@ -41,8 +41,9 @@ def _git_tag_flags(token: str) -> bool:
 
 # Git's own options before the subcommand. Not here: ``-c`` and ``--config-env`` (any
 # setting, ``core.pager`` and ``core.fsmonitor`` among them), ``--exec-path=DIR``,
-# ``-p``/``--paginate``.
-_GIT_GLOBAL_VALUES = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+# ``-p``/``--paginate``, and ``--git-dir``/``--work-tree`` (another repository, whose
+# settings name the programs its status and diff run).
+_GIT_GLOBAL_VALUES = frozenset({"-C", "--namespace"})
 # fmt: off
 _GIT_GLOBAL_FLAGS = (
     "--no-pager -P --bare --no-replace-objects --literal-pathspecs --glob-pathspecs "

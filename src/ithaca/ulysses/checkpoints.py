@@ -325,6 +325,12 @@ def _digest(changes: list[_Change]) -> str:
     return canon.digest([{"path": change.path, "sha256": change.sha256} for change in changes])
 
 
+def _submodules(top: str, env: dict[str, str]) -> list[bytes]:
+    """The paths the index records as submodules (mode 160000)."""
+    listed = _git(top, "ls-files", "-z", "--stage", env=env).split(b"\0")
+    return [entry.split(b"\t", 1)[1] for entry in listed if entry.startswith(b"160000 ")]
+
+
 def _save_snapshot(
     repo: _Repo, session_id: str, label: str, too_large: list[bytes], left_out: list[str]
 ) -> str:
@@ -336,7 +342,11 @@ def _save_snapshot(
             # than the index ("racily clean"); a fresh mtime would hide a same-tick edit.
             shutil.copy2(repo.git_paths["index"], index)
         scratch_env = {"GIT_INDEX_FILE": index}
-        pathspecs = [b".", b":(exclude).ithaca", *(b":(exclude,literal)" + p for p in too_large)]
+        # ``git add`` looks inside every submodule the index lists, with that repository's
+        # own settings (a filter the agent planted there would run as the user): the
+        # snapshot keeps each submodule's recorded commit instead.
+        skipped = [*too_large, *_submodules(repo.top, scratch_env)]
+        pathspecs = [b".", b":(exclude).ithaca", *(b":(exclude,literal)" + p for p in skipped)]
         _git(
             repo.top,
             "add",

@@ -46,6 +46,7 @@ from typing import Any
 
 from ithaca.delivery.checkpoints import rows as checkpoints
 from ithaca.delivery.contract import validation_error
+from ithaca.delivery.ledger import driver_setup
 from ithaca.delivery.records import changes, tasks
 from ithaca.delivery.run_plan import config as run_plan_config
 from ithaca.delivery.run_plan import progress as run_plan_progress
@@ -542,8 +543,13 @@ class _Runner:
     def _integrate(self, task_id: str, session: Row, exit_code: int | None = None) -> None:
         """Merge the completed session's branch into the integration branch, then remove
         its worktree when clean; a conflicting merge is aborted and pauses the run."""
+        # Ithaca's Git obeys no program the repository's settings name (kernel.git), so
+        # the merge names the ledger's driver itself, as Ithaca would register it.
+        driver = f"merge.{driver_setup.DRIVER}.driver={driver_setup.default_command()}"
         merged = worktrees.git(
             self.run["worktree_path"],
+            "-c",
+            driver,
             "merge",
             "--no-ff",
             "--no-edit",
