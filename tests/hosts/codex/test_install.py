@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ithaca.hosts.codex.installer import CODEX_EVENTS, DEGRADED, hook_command, install, uninstall
+from ithaca.hosts.install import sandbox as install_sandbox
 from ithaca.hosts.install import server as install_server
 from ithaca.kernel.errors import Conflict, InvalidInput
 
@@ -256,10 +257,18 @@ def test_the_sandboxed_profile_makes_ithacas_permission_profile_the_default(tmp_
     profile = config["permissions"]["ithaca"]
     assert profile["extends"] == ":workspace"
     assert profile["filesystem"][":workspace_roots"] == {
-        ".git": "write", ".git/hooks": "read", ".git/config": "read",
-        ".ithaca": "read", ".claude": "read"}  # fmt: skip
+        ".git": "write", ".git/hooks": "read", ".git/config": "read", ".ithaca": "read"
+    }  # fmt: skip
     assert profile["filesystem"]["~/.ithaca"] == "read"
+    assert profile["filesystem"][install_sandbox.seal_key()] == "deny"
     assert not any("best-effort" in note for note in report.notes)
+
+
+def test_a_claude_code_folder_is_read_only_where_there_is_one(tmp_path):
+    (tmp_path / ".claude").mkdir()
+    install(tmp_path)
+    config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
+    assert config["permissions"]["ithaca"]["filesystem"][":workspace_roots"][".claude"] == "read"
 
 
 def test_an_existing_mcp_json_is_read_only_too(tmp_path):

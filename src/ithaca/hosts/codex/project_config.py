@@ -31,11 +31,18 @@ PROFILE_NAME = "ithaca"
 
 
 def permission_profile(root: Path) -> dict[str, Any]:
-    """Ithaca's permission profile for the project at ``root``. Codex stands a read-only
-    placeholder in for a protected path that does not exist (excluded from Git with the
-    other stand-ins); ``.mcp.json`` is protected only where it exists, since a real one
-    would be hidden from ``git status`` by the same exclusion."""
-    names = [".ithaca", ".claude", *([".mcp.json"] if (root / ".mcp.json").exists() else [])]
+    """Ithaca's permission profile for the project at ``root``. ``.mcp.json`` and
+    ``.claude`` are protected only where they exist: Codex stands a read-only placeholder
+    in for a protected path that does not exist, a real ``.mcp.json`` would be hidden from
+    ``git status`` by the exclusion of that stand-in, and with a denied path in the profile
+    (the seal key) Codex 0.169.0 sometimes binds the ``.claude`` stand-in before making it,
+    so that the session fails to start ("bwrap: Can't find source path .claude"). Where
+    Claude Code is installed after Codex, `ithaca install codex` again protects it; the
+    effect check sees its wiring either way."""
+    names = [
+        ".ithaca",
+        *(name for name in (".claude", ".mcp.json") if (root / name).exists()),
+    ]
     in_workspace = {
         ".git": "write",
         **{name: "read" for name in (*install_sandbox.GIT_PROTECTED, *names)},
