@@ -1,4 +1,4 @@
-"""Which ``git`` command lines only read (ulysses §5.3), for ``shell_readers``.
+"""Which ``git`` command lines only read, for ``shell_readers`` (docs/hooks.md).
 
 Git reads in most of its everyday forms, but many reading subcommands also have options
 that write or start a program (``git diff --output=FILE``, ``--ext-diff``, ``git grep

@@ -1,4 +1,4 @@
-"""The options that decide whether a reading program only reads (ulysses §5.3).
+"""The options that decide whether a reading program only reads (docs/hooks.md).
 
 ``find``, ``sort``, ``rg``, ``git`` and the other programs here read in their everyday
 forms, and each also has options that write a file or start another program (``find

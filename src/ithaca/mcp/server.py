@@ -27,7 +27,7 @@ restore it (``STATE_MISSING``, ``STATE_UNREADABLE``, ``STATE_EMPTIED``, from
 call tries to open the project again, so the tools work as soon as the user has run
 ``ithaca init`` or restored the state. In a Git repository that was never set up, a
 ``record`` call whose first entry is ``baseline initialize`` sets the project up itself
-and goes on (delivery reference §6.1), as ``ithaca record baseline initialize`` does.
+and goes on (docs/delivery.md), as ``ithaca record baseline initialize`` does.
 
 Started by the Claude Code plugin (``ithaca mcp --plugin``) in a project whose own
 ``.mcp.json`` already registers Ithaca's server (``ithaca install claude``), the server
