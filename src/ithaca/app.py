@@ -48,7 +48,8 @@ class IthacaProject:
     def __init__(self, project: Project):
         self.project = project
         self.config: dict[str, Any] = config_loader.load(project.state_root)
-        self.store = Store(project.db_path, backups_dir=project.backups_dir)
+        # The CLI's and the MCP server's store backs itself up (``kernel.store``).
+        self.store = Store(project.db_path, backups_dir=project.backups_dir, auto_backup=True)
 
     @cached_property
     def protocols(self) -> ProtocolsService:
@@ -94,7 +95,10 @@ class IthacaProject:
 def open_project(path: str | os.PathLike[str] = ".", *, reconcile: bool = True) -> IthacaProject:
     """The project containing ``path``; ``NOT_INITIALISED`` when there is none, and the
     code of ``kernel.lost_state`` (``STATE_MISSING``, ``STATE_UNREADABLE``,
-    ``STATE_EMPTIED``) when Ithaca was set up there but its state is gone."""
+    ``STATE_EMPTIED``) when Ithaca was set up there but its state is gone, or
+    (``JOURNAL_TAIL_MISSING``, ``JOURNAL_ROLLED_BACK``) its journal lost events Ithaca
+    had committed: nothing is written on top of a loss until the user restores a backup or
+    accepts the journal as it is (``ithaca doctor`` opens the store without this)."""
     found = find_project(path)
     lost = lost_state_at(path, found)
     if lost is not None:
@@ -107,6 +111,10 @@ def open_project(path: str | os.PathLike[str] = ".", *, reconcile: bool = True) 
         )
     with lost_database_named(found):
         opened = IthacaProject(found)
+    lost_journal = journal_lost(opened)
+    if lost_journal is not None:
+        opened.close()
+        raise lost_journal.error()
     lost_state.record(found.root, found.state_root)
     if reconcile:
         opened.protocols.reconcile()
@@ -145,6 +153,17 @@ def lost_database_named(found: Project) -> Iterator[None]:
         if lost is None:
             raise
         raise lost.error() from None
+
+
+def journal_lost(opened: IthacaProject) -> lost_state.Lost | None:
+    """The loss of committed journal events, as the hooks report it; the cheap test of
+    the anchor first (``kernel.anchor.behind``), the diagnosis only where it fails."""
+    from ithaca.kernel import anchor
+
+    conn = opened.store.connection()
+    if not anchor.behind(conn):
+        return None
+    return lost_state.journal_lost(opened.project, conn)
 
 
 def init_project(path: str | os.PathLike[str] = ".") -> tuple[IthacaProject, list[str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,7 @@ def test_the_named_backup_restores_a_lost_database(
 def test_without_a_backup_the_rebuild_named_restores_an_unreadable_database(
     project_dir: Path, type_ahead: TerminalRun
 ):
+    shutil.rmtree(project_dir / ".ithaca" / ".runtime" / "backups")  # the one `init` took
     garbage(project_dir)
     status = ithaca(project_dir, "status")
     assert "`ithaca doctor --rebuild`" in status.stderr and "doctor restore" not in status.stderr

@@ -141,9 +141,9 @@ def test_doctor_repair_migrates_an_old_schema_after_a_backup(project_dir):
     report = json.loads(repaired.output)
     assert report["repaired"] == later
     assert report["ok"] is True
-    manifests = list((project_dir / ".ithaca" / ".runtime" / "backups").glob("state-*.json"))
-    assert [path.stem for path in manifests] == [Path(report["backup"]["path"]).stem]
-    assert json.loads(manifests[0].read_text())["user_version"] == 1
+    taken = Path(report["backup"]["path"])  # the copy taken before migrating, as it was
+    assert taken.parent == project_dir / ".ithaca" / ".runtime" / "backups"
+    assert json.loads(taken.with_suffix(".json").read_text())["user_version"] == 1
 
 
 def test_install_and_uninstall_claude_leave_the_users_settings_as_they_were(project_dir):

@@ -263,6 +263,7 @@ def test_unreadable_hook_input_where_the_state_is_lost_fails_closed(project_with
 
 
 def test_without_a_backup_a_database_that_cannot_be_read_is_rebuilt(project_dir: Path):
+    shutil.rmtree(project_dir / DB.parent / "backups")  # the one `ithaca init` took
     garbage(project_dir)
     reason = denial(hook("codex", "PreToolUse", write(project_dir)))
     assert_refused(reason, "STATE_UNREADABLE", ("`ithaca doctor --rebuild`",))

@@ -152,8 +152,9 @@ def test_a_cut_journal_is_reported_although_its_anchor_was_rewritten_to_match(sa
         (runtime / anchor.ANCHOR).write_bytes(older)
     for _ in range(2):  # reported, and still reported: the records are never moved past it
         assert "JOURNAL_ROLLED_BACK" in doctor_codes(sandboxed)
-    denied = hook(sandboxed, "touch more.txt")
-    assert "[LOCKDOWN]" in denied["text"] and "no longer holds event" in denied["text"]
+    denied = hook(sandboxed, "touch more.txt")  # refused as the loss it is, with its restore
+    assert denied["text"].startswith("Refused by Ithaca policy [JOURNAL_ROLLED_BACK]")
+    assert "no longer holds event" in denied["text"] and "ithaca doctor restore" in denied["text"]
     assert "JOURNAL_ROLLED_BACK" in doctor_codes(sandboxed)
 
 
@@ -166,7 +167,7 @@ def test_an_older_database_put_back_with_its_anchor_is_reported(sandboxed, tmp_p
         if (saved / name).exists():
             shutil.copy2(saved / name, runtime / name)
     assert "JOURNAL_ROLLED_BACK" in doctor_codes(sandboxed)
-    assert "[LOCKDOWN]" in hook(sandboxed, "touch more.txt")["text"]
+    assert "[JOURNAL_ROLLED_BACK]" in hook(sandboxed, "touch more.txt")["text"]
 
 
 def test_a_missing_key_is_reported_and_never_re_made_behind_the_users_back(

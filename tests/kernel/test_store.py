@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +121,45 @@ def test_split_statements_keeps_trigger_bodies_whole():
     statements = split_statements(script)
     assert len(statements) == 3
     assert statements[1].endswith("END;")
+
+
+def test_a_store_that_writes_keeps_verified_backups_and_never_one_of_a_cut_journal(tmp_path):
+    from ithaca.kernel import doctor
+    from ithaca.kernel.project import Project
+
+    root = tmp_path / "repo"
+    project = Project(str(root), str(root / ".ithaca"), str(root))
+    os.makedirs(project.runtime)
+    kept = Store(project.db_path, backups_dir=project.backups_dir, auto_backup=True)
+    with kept.write() as conn:
+        journal.append(conn, actor="user", kind="test.event", subject="1", payload={})
+    kept.close()  # a store that wrote backs up on closing: the CLI's one copy per command
+    taken = sorted(Path(project.backups_dir).glob("state-*-auto.db"))
+    assert len(taken) == 1
+    _, manifest = doctor.verified_backup(project, taken[0].name)  # what a restore takes
+    copy = sqlite3.connect(taken[0])
+    assert (manifest["journal_head_seq"], manifest["journal_head_hash"]) == journal.head(copy)
+    copy.close()
+
+    raw = sqlite3.connect(project.db_path, isolation_level=None)
+    raw.execute("DELETE FROM journal WHERE seq = (SELECT max(seq) FROM journal)")  # a lost tail
+    raw.close()
+    cut = Store(project.db_path, backups_dir=project.backups_dir, auto_backup=True)
+    assert cut.keep_backup() is None  # it would rotate the good copies away
+    cut.close()
+    assert sorted(Path(project.backups_dir).glob("state-*-auto.db")) == taken
+
+
+def test_automatic_backups_are_rotated_and_others_kept(tmp_path, monkeypatch):
+    from ithaca.kernel import store as store_module
+
+    monkeypatch.setattr(store_module, "AUTO_BACKUPS_KEPT", 2)
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    (backups / "state-20000101T000000000Z.db").write_bytes(b"by hand")
+    kept = Store(tmp_path / "state.db", backups_dir=backups, auto_backup=True)
+    made = [kept.keep_backup() for _ in range(3)]
+    kept.close()
+    assert all(made)
+    names = sorted(path.name for path in backups.glob("state-*.db"))
+    assert names == ["state-20000101T000000000Z.db", *(Path(str(p)).name for p in made[1:])]

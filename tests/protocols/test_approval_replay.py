@@ -128,7 +128,7 @@ def test_an_older_database_put_back_cannot_replay_a_one_time_approval(
         assert publish(root)[0] == "allow"
         return
     decision, reason = publish(root)
-    assert decision == "deny" and "[LOCKDOWN]" in reason, reason
+    assert decision == "deny" and "[JOURNAL_ROLLED_BACK]" in reason, reason
     assert "JOURNAL_ROLLED_BACK" in doctor_codes(root)
     code, shown = type_ahead(["--project", str(root), "doctor", "lift-lockdown"], "lift")
     assert code == 0, shown

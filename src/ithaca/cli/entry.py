@@ -16,8 +16,8 @@ import sys
 import click
 
 from ithaca import __version__, mapping
-from ithaca.cli.output import fail, filesystem_error
-from ithaca.kernel import InvalidInput, IthacaError
+from ithaca.cli.output import fail, remember_project, state_database
+from ithaca.kernel import InvalidInput, IthacaError, storage_fault
 
 # Command name -> "module:attribute", in the order help lists them: each part's commands
 # from its manifest, then the adapters' own.
@@ -66,14 +66,18 @@ def cli(ctx: click.Context, project_path: str) -> None:
             )
         )
     ctx.obj = {"project_path": project_path}
+    remember_project(project_path)
 
 
 def main() -> None:
     """``ithaca``: the group, with a last word for what no command turned into a coded error
-    (a coded error a command let through, a folder that cannot be written, an interrupt, a
-    bug), so that no traceback reaches a user. ``ITHACA_DEBUG=1`` lets the traceback
-    through. Click runs without its own last word (``standalone_mode=False``), which would
-    turn an interrupt into a bare "Aborted!"; its usage errors are shown as it shows them."""
+    (a coded error a command let through, a storage fault, an interrupt, a bug), so that no
+    traceback reaches a user; with ``--json`` that word is JSON too. A full disk, a
+    read-only file system, a permission refused and a locked store are each named with
+    their fix (``kernel.storage_faults``). ``ITHACA_DEBUG=1`` lets the traceback through.
+    Click runs without its own last word (``standalone_mode=False``), which would turn an
+    interrupt into a bare "Aborted!"; its usage errors are shown as it shows them."""
+    as_json = "--json" in sys.argv[1:]
     try:
         code = cli.main(prog_name="ithaca", standalone_mode=False)
     except (KeyboardInterrupt, click.Abort):
@@ -83,19 +87,19 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except IthacaError as exc:
-        fail(exc)
-    except OSError as exc:
-        if os.environ.get("ITHACA_DEBUG"):
-            raise
-        fail(filesystem_error(exc))
+        fail(exc, as_json)
     except Exception as exc:
         if os.environ.get("ITHACA_DEBUG"):
             raise
+        fault = storage_fault(exc, state_database())
+        if fault is not None:
+            fail(fault, as_json)
         fail(
             IthacaError(
                 "INTERNAL_ERROR",
                 f"Ithaca failed unexpectedly ({type(exc).__name__}: {exc}); run `ithaca doctor`,"
                 " and rerun with ITHACA_DEBUG=1 to see the traceback for a bug report",
-            )
+            ),
+            as_json,
         )
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,12 +1,14 @@
 """How CLI commands speak: JSON for scripts, rich text for people, coded errors for both.
 
 Every read command takes ``--json``. Errors carry their stable code; the exit code is 2
-for misuse and invalid input, 1 for every other refusal or failure.
+for misuse and invalid input, 1 for every other refusal or failure. A storage fault (a full
+disk, a read-only file system, a permission refused, a locked store) is answered under its
+own code, naming the project's state database where SQLite does not say which file
+(``kernel.storage_faults``).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +17,10 @@ from typing import Any
 
 import click
 
-from ithaca.kernel import IthacaError
+from ithaca.kernel import IthacaError, find_project, storage_fault
+
+# The ``--project`` folder of this run (``remember_project``).
+_PROJECT: list[str] = []
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
@@ -39,28 +44,20 @@ def errors_to_exit(as_json: bool = False) -> Iterator[None]:
         fail(exc, as_json)
 
 
-def filesystem_error(exc: OSError) -> IthacaError:
-    """An ``OSError`` no command expected, as the coded error a user can act on."""
-    where = f" {exc.filename}" if exc.filename else ""
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return IthacaError(
-            "PATH_NOT_WRITABLE",
-            f"cannot write{where}: {exc.strerror}; run Ithaca in a folder you can write"
-            " (check its permissions, or that its file system is not mounted read-only)",
-            {"path": exc.filename, "errno": exc.errno},
-        )
-    if exc.errno == errno.ENOSPC:
-        return IthacaError(
-            "DISK_FULL", f"no space left{where}; free some space and run the command again"
-        )
-    return IthacaError(
-        "FILE_SYSTEM_ERROR",
-        f"{exc.strerror or exc}{where}; check the path and run the command again",
-        {"path": exc.filename, "errno": exc.errno},
-    )
+def remember_project(path: str) -> None:
+    """Note the ``--project`` folder, whose state database a storage fault names."""
+    _PROJECT[:] = [path]
+
+
+def state_database() -> str | None:
+    """The state database of the ``--project`` folder, where there is one."""
+    found = find_project(_PROJECT[0] if _PROJECT else ".")
+    return found.db_path if found is not None else None
 
 
 def fail(exc: IthacaError, as_json: bool = False) -> None:
+    """Print ``exc`` (as the storage fault it stands for, if it does) and exit."""
+    exc = storage_fault(exc, state_database()) or exc
     if as_json:
         click.echo(json.dumps({"error": exc.to_dict()}, ensure_ascii=False), err=True)
     else:

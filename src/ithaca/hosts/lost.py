@@ -4,20 +4,25 @@ Where Ithaca was set up (``ithaca init``'s record in the user's Ithaca home, or,
 install's hook, the project's wiring naming ``ithaca-hook``) but its state is gone
 (``.ithaca/`` deleted, emptied, replaced by a file or a foreign link; the database
 missing, empty after Ithaca committed to it, or unreadable), no gate can decide anything,
-so none runs. Every call that could change something, every call of Ithaca's own tools and
-every Ithaca command but its reports is refused with the loss's code
-(``STATE_MISSING``, ``STATE_UNREADABLE``, ``STATE_EMPTIED``) and the commands that
-restore it. The prompt and the session start go through, with the same message as the
-agent's context and as a warning to the user (``systemMessage``): blocking the prompt
-would protect nothing more, since nothing can change meanwhile, and would stop the user
-from asking the agent to look around; letting it through in silence would hide the loss.
-Stop and the other events answer nothing: with no state there is no pursuit to hold the
+so none runs. The same holds where the database opens but its journal no longer holds
+events Ithaca committed (a write-ahead log deleted or damaged after a crash, an older copy
+put back, a truncated file: ``JOURNAL_TAIL_MISSING``, ``JOURNAL_ROLLED_BACK``). Every call
+that could change something, every call of Ithaca's own tools and every Ithaca command
+but its reports is refused with the loss's code (``STATE_MISSING``, ``STATE_UNREADABLE``,
+``STATE_EMPTIED``, or the journal's) and the commands that restore it; after a tool call,
+a journal's loss holds the call too (the call may be what revealed it). The prompt and
+the session start go through, with the same message as the agent's context and as a
+warning to the user (``systemMessage``): blocking the prompt would protect nothing more,
+since nothing can change meanwhile, and would stop the user from asking the agent to look
+around; letting it through in silence would hide the loss. Stop and the other events
+answer nothing: with no state there is no pursuit to hold the
 turn for, and nothing to record. Where only the database is lost, a session start still
 runs its gates without it, so a compacted session gets its PreCompact snapshot back after
 the notice of the loss (``before``).
 
 A folder where nothing says Ithaca was set up is left alone. This module loads only where
-no state of the wired project's own was found, so a healthy hook call never pays for it.
+no state of the wired project's own was found, or its anchor says the journal fell short,
+so a healthy hook call never pays for it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ if TYPE_CHECKING:
     from ithaca.hosts.dispatch import HostAdapter
     from ithaca.kernel import Call
 
+# The journal's losses (``lost_state.journal_lost``): the store opens, but it no longer
+# holds events Ithaca committed.
+JOURNAL_LOSSES = (lost_state.TAIL_MISSING, lost_state.ROLLED_BACK)
 # Where the host shows the agent a context and the user a message: what each opens with.
 NOTICES = {
     "SessionStart": "Ithaca cannot govern this session",
@@ -91,6 +99,13 @@ def opinion(event: str, call: Call | None, lost: lost_state.Lost) -> Opinion:
             f"{lost.message} Only the user can restore it: tell them.",
             gate="kernel",
         )
+    if event == "PostToolUse" and lost.code in JOURNAL_LOSSES:
+        # The call may be what revealed it (a database put back, a log deleted): the
+        # agent hears it now, as the effect check's hold said it before.
+        return Opinion(
+            "block", lost.code, f"{lost.message} Only the user can restore it: tell them.",
+            gate="kernel",
+        )  # fmt: skip
     if event not in NOTICES:
         return Opinion()
     if event == "SessionStart":

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         anchor,
         clock,
         config,
+        deadline,
         doctor,
         fingerprint,
         git,
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
         pinned_project,
         planned_project,
     )
+    from ithaca.kernel.storage_faults import storage_fault
     from ithaca.kernel.store import Store
     from ithaca.kernel.tools import ToolSpec
 
@@ -153,6 +155,7 @@ _FACE = {
     "Opinion": "ithaca.kernel.gates:Opinion",
     "combine": "ithaca.kernel.gates:combine",
     "touch_host_session": "ithaca.kernel.gates:touch_host_session",
+    "deadline": "ithaca.kernel.deadline",
     "git": "ithaca.kernel.git",
     "git_head": "ithaca.kernel.git_head",
     "ids": "ithaca.kernel.ids",
@@ -175,6 +178,7 @@ _FACE = {
     "pinned_project": "ithaca.kernel.project:pinned_project",
     "planned_project": "ithaca.kernel.project:planned_project",
     "states": "ithaca.kernel.states",
+    "storage_fault": "ithaca.kernel.storage_faults:storage_fault",
     "Store": "ithaca.kernel.store:Store",
     "ToolSpec": "ithaca.kernel.tools:ToolSpec",
 }
@@ -218,6 +222,7 @@ __all__ = [
     "Opinion",
     "combine",
     "touch_host_session",
+    "deadline",
     "git",
     "git_head",
     "ids",
@@ -240,6 +245,7 @@ __all__ = [
     "pinned_project",
     "planned_project",
     "states",
+    "storage_fault",
     "Store",
     "ToolSpec",
 ]

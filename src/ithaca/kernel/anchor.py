@@ -79,6 +79,12 @@ def rebase_on_commit(conn: sqlite3.Connection) -> None:
     _REBASE.add(id(conn))
 
 
+def begun(conn: sqlite3.Connection) -> None:
+    """A transaction begins on ``conn``: a head an earlier one left behind (its
+    ``COMMIT`` failed) is not this one's to publish."""
+    _PENDING.pop(id(conn), None)
+
+
 def committed(conn: sqlite3.Connection) -> None:
     """Publish the head the transaction appended, now that it is committed."""
     head = _PENDING.pop(id(conn), None)
@@ -98,15 +104,32 @@ def publish(
     conn: sqlite3.Connection, folder: str, head: tuple[int, str], *, rebase: bool = False
 ) -> None:
     """Seal ``head`` into the anchor and the head record, unless this home's head record
-    shows the journal no longer holds the head it recorded, or cannot be trusted (its key
-    gone, its seal not the key's): the records then stay as evidence, until a rebase."""
+    or the anchor shows the journal no longer holds the head it recorded, or the head
+    record cannot be trusted (its key gone, its seal not the key's): the records then
+    stay as evidence, until a rebase. (Without the anchor's own test, a commit from a
+    process whose home holds no head record, made on a journal that lost its tail,
+    would move the anchor over the loss and hide it.)"""
     key, found = load_key()
     recorded = read_record(head_path(folder))
-    if recorded is not None and not rebase:
-        if key is None or sealed_by(key, recorded[2], _head_message(folder, recorded)) is not True:
-            return  # sealed from this home before, and its key is gone or the record forged
-        if _hash_at(conn, recorded[0]) != recorded[1]:
-            return  # cut, replaced or rolled back: keep what Ithaca committed
+    if not rebase:
+        if recorded is not None:
+            if (
+                key is None
+                or sealed_by(key, recorded[2], _head_message(folder, recorded)) is not True
+            ):
+                return  # sealed from this home before, and its key is gone or the record forged
+            if _hash_at(conn, recorded[0]) != recorded[1]:
+                return  # cut, replaced or rolled back: keep what Ithaca committed
+        anchored = read_record(os.path.join(folder, ANCHOR))
+        if (
+            anchored is not None
+            and (recorded is None or anchored[:2] != recorded[:2])
+            and _hash_at(conn, anchored[0]) != anchored[1]
+            and not (
+                key is not None and sealed_by(key, anchored[2], _anchor_message(anchored)) is False
+            )
+        ):
+            return  # the journal lost what the anchor names: keep it as evidence
     if key is None:
         if found != "missing":
             return
@@ -165,9 +188,33 @@ MESSAGES = {
     " the journal was cut",
     "ANCHOR_FORGED": "the journal's anchor is not sealed with the user's key: it was"
     " rewritten outside Ithaca",
-    "TAIL_MISSING": "event {}, which Ithaca committed, is gone or rewritten: the journal was"
-    " cut or the database replaced",
+    "TAIL_MISSING": "event {}, which Ithaca committed, is gone or rewritten: the database's"
+    " write-ahead log was lost (deleted, damaged, or cut short by a power loss), the database"
+    " replaced by an older copy or truncated, or the journal cut",
 }
+
+
+# What ``problems`` reports when the journal itself fell short of what Ithaca committed (a
+# loss: a deleted or damaged write-ahead log, an older copy put back, a truncated file),
+# as opposed to records that are forged or a key that is gone.
+LOSSES = ("TAIL_MISSING", "ROLLED_BACK")
+
+
+def behind(conn: sqlite3.Connection) -> bool:
+    """Whether the journal behind ``conn`` no longer holds the head its anchor or this
+    home's head record names: the cheap test every hook runs on opening the store (two
+    small reads and an indexed query or two; no seal is checked). ``problems`` says what
+    it is. A connection to no tracked file is never behind."""
+    folder = _FOLDERS.get(id(conn))
+    if folder is None:
+        return False
+    anchored = read_record(os.path.join(folder, ANCHOR))
+    recorded = read_record(head_path(folder))
+    if anchored is not None and _hash_at(conn, anchored[0]) != anchored[1]:
+        return True
+    if recorded is None or (anchored is not None and anchored[:2] == recorded[:2]):
+        return False
+    return _hash_at(conn, recorded[0]) != recorded[1]
 
 
 def holds(conn: sqlite3.Connection) -> bool:

@@ -132,6 +132,7 @@ class write_transaction:  # noqa: N801 - used like the context manager function 
         while True:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
+                anchor.begun(self.conn)  # no head a failed transaction left may be published
                 return self.conn
             except sqlite.OperationalError as exc:
                 if not _is_busy(exc):
@@ -142,12 +143,29 @@ class write_transaction:  # noqa: N801 - used like the context manager function 
                     ) from exc
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
+        """Commit, and only once the commit returned move the journal's anchor; a
+        ``COMMIT`` that fails (``SQLITE_FULL``, an I/O error) is rolled back and forgets
+        the head it appended, so the anchor never names an event that was not committed
+        (docs/architecture.md, the journal's anchor)."""
         if kind is None:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                anchor.rolled_back(self.conn)
+                try:
+                    self._roll_back()
+                except sqlite.Error:
+                    pass  # the commit's own error is the one to report
+                raise
             anchor.committed(self.conn)
         else:
-            self.conn.execute("ROLLBACK")
             anchor.rolled_back(self.conn)
+            self._roll_back()
+
+    def _roll_back(self) -> None:
+        """Roll back what is still open (SQLite may have rolled it back itself already)."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
 
 # The schema version this code opens: the highest migration any part declares. The hook

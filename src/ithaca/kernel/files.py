@@ -12,12 +12,23 @@ those descriptors, so a symlink swapped in after a check cannot redirect the wri
 The data goes to a randomly named temp file in the target's folder, is fsynced, renamed
 over the target and the folder fsynced: a reader sees the old file or the new one,
 never a mix, even across a crash.
+
+A writer killed before its rename leaves its temp file behind. So that the temp can be
+told apart from a live writer's, the writer holds an exclusive ``flock`` on it from just
+after creating it until just after the rename; the kernel drops the lock with the
+process, however it dies. ``remove_abandoned`` (what ``ithaca doctor --repair`` runs,
+docs/delivery.md, ``doctor``) removes a temp only once it has taken that lock itself;
+a writer that finds its new temp was removed in the instant before it locked it makes
+another.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import fnmatch
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -27,6 +38,10 @@ from ithaca.kernel.errors import Refused
 _ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# The name ``write_atomic`` gives its temp file (``secrets.token_hex(8)``).
+TEMP_NAME = re.compile(r"\.ithaca-[0-9a-f]{16}\.tmp")
+# Opening a temp to test its lock: never follow a link nor wait on a FIFO in its place.
+_PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def resolve_confined(root: str | os.PathLike[str], relpath: str | Path) -> Path:
@@ -186,17 +201,16 @@ def _target_kind(folder_fd: int, name: str, relpath: str | Path) -> int | None:
 
 def _replace_with_temp(folder_fd: int, name: str, data: bytes | str, mode: int) -> None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    temp = f".ithaca-{secrets.token_hex(8)}.tmp"
-    fd = os.open(temp, _TEMP_FLAGS, mode, dir_fd=folder_fd)
+    temp, fd = _locked_temp(folder_fd, mode)
     try:
         try:
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
+            os.replace(temp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
         finally:
-            os.close(fd)
-        os.replace(temp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+            os.close(fd)  # the lock goes with it, once the temp has its new name
     except BaseException:
         try:
             os.unlink(temp, dir_fd=folder_fd)
@@ -204,6 +218,108 @@ def _replace_with_temp(folder_fd: int, name: str, data: bytes | str, mode: int) 
             pass
         raise
     os.fsync(folder_fd)
+
+
+def _locked_temp(folder_fd: int, mode: int) -> tuple[str, int]:
+    """A new temp file in ``folder_fd`` and its descriptor, locked (``flock``) for as long
+    as this writer holds it open. A sweep that took the temp for a dead writer's in the
+    instant between its creation and the lock has unlinked it: then another is made."""
+    while True:
+        temp = f".ithaca-{secrets.token_hex(8)}.tmp"
+        fd = os.open(temp, _TEMP_FLAGS, mode, dir_fd=folder_fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink > 0:
+                return temp, fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def create_locked(path: str | os.PathLike[str], mode: int = 0o644) -> int:
+    """Create ``path`` (which must not exist) and hold an exclusive ``flock`` on it while
+    the returned descriptor stays open: a temp file of Ithaca's own that
+    ``remove_abandoned`` leaves alone until its writer closes it or dies."""
+    fd = os.open(path, _TEMP_FLAGS, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def abandoned(folder_fd: int, name: str, *, remove: bool = False) -> bool:
+    """Whether the regular file ``name`` in ``folder_fd`` is a temp no live writer holds
+    (its ``flock`` is free: the writer died before its rename, or predates the lock);
+    with ``remove``, it is then unlinked while this process holds the lock, so a writer
+    that was about to lock it makes another. A link, a folder or a FIFO is never one."""
+    try:
+        fd = os.open(name, _PROBE_FLAGS, dir_fd=folder_fd)
+    except OSError:
+        return False  # gone meanwhile, a link, or unreadable: not ours to judge
+    try:
+        held = os.fstat(fd)
+        if not stat.S_ISREG(held.st_mode):
+            return False
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if remove else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a live writer holds it
+        if not remove:
+            return True
+        try:
+            now = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            return False  # renamed over by now: another file bears the name
+        os.unlink(name, dir_fd=folder_fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def abandoned_temps(
+    root: str | os.PathLike[str],
+    names: re.Pattern[str] = TEMP_NAME,
+    *,
+    skip: tuple[str, ...] = (),
+    remove: bool = False,
+) -> list[str]:
+    """The temp files under ``root`` whose name ``names`` matches and that no live writer
+    holds (``abandoned``), as root-relative POSIX paths, sorted; with ``remove``, the ones
+    removed. Links are never followed, and a folder whose root-relative path matches a
+    pattern of ``skip`` (``fnmatch``, where ``*`` also crosses ``/``) is not entered."""
+    found = []
+    top = os.fspath(root)
+    for folder, subfolders, files in os.walk(top, followlinks=False):
+        relative = os.path.relpath(folder, top).replace(os.sep, "/")
+        prefix = "" if relative == "." else f"{relative}/"
+        subfolders[:] = sorted(
+            name
+            for name in subfolders
+            if not any(fnmatch.fnmatchcase(prefix + name, pattern) for pattern in skip)
+        )
+        candidates = [name for name in files if names.fullmatch(name)]
+        if not candidates:
+            continue
+        try:
+            folder_fd = os.open(folder, _FOLDER_FLAGS)
+        except OSError:
+            continue
+        try:
+            gone = False
+            for name in sorted(candidates):
+                if abandoned(folder_fd, name, remove=remove):
+                    found.append(prefix + name)
+                    gone = gone or remove
+            if gone:
+                os.fsync(folder_fd)
+        finally:
+            os.close(folder_fd)
+    return sorted(found)
 
 
 def _unsafe(relpath: str | Path, problem: str, message: str) -> Refused:

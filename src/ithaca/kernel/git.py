@@ -50,6 +50,8 @@ import os
 import select
 import time
 
+from ithaca.kernel import deadline as hook_deadline
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -171,7 +173,27 @@ def run(
     """Run ``git ARGS`` (``git -C cwd ARGS`` with ``cwd``) with Ithaca's settings, in
     ``env`` (this process's environment by default) without its ``GIT_*`` variables,
     plus the Git variables ``git_env`` names; ``input`` on its standard input; killed
-    after ``timeout`` seconds for the whole run (``TimedOut``), never when it is None."""
+    after ``timeout`` seconds for the whole run (``TimedOut``), never when it is None.
+    In a hook, the hook's own deadline (``kernel.deadline``) bounds ``timeout`` too, and
+    Git killed at it is recorded there (the hook then fails closed)."""
+    cut_by_deadline = hook_deadline.shortens(timeout)
+    timeout = hook_deadline.bounded(timeout)
+    try:
+        return _run(args, cwd, timeout, input, env, git_env)
+    except TimedOut:
+        if cut_by_deadline:
+            hook_deadline.mark_cut_short()
+        raise
+
+
+def _run(
+    args: Sequence[str],
+    cwd: str | None,
+    timeout: float | None,
+    input: bytes,
+    env: Mapping[str, str] | None,
+    git_env: Mapping[str, str] | None,
+) -> Result:
     deadline = None if timeout is None else time.monotonic() + timeout
     environment = {
         name: value

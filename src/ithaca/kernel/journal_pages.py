@@ -335,6 +335,8 @@ class Session:
                 return {"seals": self.seal(request)}
         except PageError as exc:
             return {"error": str(exc)}
+        except (IndexError, struct.error, ValueError) as exc:  # a damaged page's numbers
+            return {"error": f"a page of the journal is damaged ({exc})"}
         return {"error": f"unknown request {request.get('op')!r}"}
 
     def open(self, db_path: str, root: int) -> None:

@@ -45,6 +45,13 @@ else:
 MISSING = "STATE_MISSING"
 UNREADABLE = "STATE_UNREADABLE"
 EMPTIED = "STATE_EMPTIED"
+# The journal no longer holds events Ithaca committed (``kernel.anchor``): the codes the
+# doctor reports too.
+TAIL_MISSING = "JOURNAL_TAIL_MISSING"
+ROLLED_BACK = "JOURNAL_ROLLED_BACK"
+ACCEPT = (
+    "`ithaca doctor lift-lockdown` (accepts the journal as it is now: what was lost stays lost)"
+)
 # The folder of the user's Ithaca home where ``ithaca init`` records each project.
 RECORDS_DIR_NAME = "projects"
 # What ``ithaca init`` recorded, as the reason to expect state in a folder.
@@ -227,6 +234,56 @@ def database_lost(project: Project, error: str | None = None) -> Lost | None:
     return _database(UNREADABLE, project, f"cannot be read ({error}).", "not_a_database", REBUILD)
 
 
+def journal_lost(project: Project, conn: Any) -> Lost | None:
+    """What the journal lost, when it no longer holds events Ithaca committed (its
+    anchor's or this home's head record's: ``kernel.anchor``), as a loss with the backup
+    that restores it: ``JOURNAL_TAIL_MISSING`` (the anchor beside the database names an
+    event that is gone) or ``JOURNAL_ROLLED_BACK`` (the head kept in the user's home does;
+    an older copy was put back with its anchor). A write-ahead log deleted or damaged
+    after a crash, an older copy of the database, a truncated file: each reads so. None
+    when nothing was lost, or when what is wrong is a forged record or a missing key (the
+    effect check's lockdown answers those)."""
+    from ithaca.kernel import anchor
+
+    found = dict(anchor.problems(project.runtime, conn))
+    code = next((code for code in anchor.LOSSES if code in found), None)
+    if code is None:
+        return None
+    shown = os.path.relpath(project.db_path, project.root)
+    what = (
+        f"Ithaca's journal for {project.root} (`{shown}`) lost events it had committed:"
+        f" {found[code]}. What those events recorded is gone with them."
+    )
+    backup = latest_backup(project)
+    steps: tuple[str, ...]
+    if backup is None:
+        steps = (ACCEPT,)
+    else:
+        holds = _backup_head(project, backup)
+        reach = f", journal up to event {holds}" if holds is not None else ""
+        steps = (
+            f"`ithaca doctor restore {backup}` (the latest verified backup{reach}), or {ACCEPT}",
+        )
+    lost = _lost(f"JOURNAL_{code}", project, what, steps, code.lower(), backup)
+    anchored = anchor.read(project.runtime, anchor.ANCHOR)
+    if anchored is not None:
+        lost.details["anchoredSeq"] = anchored[0]
+    return lost
+
+
+def _backup_head(project: Project, backup: str) -> int | None:
+    """The journal head seq a backup's manifest names, or None when it cannot be read."""
+    from ithaca.kernel import lightjson
+
+    path = os.path.join(project.backups_dir, backup[: -len(".db")] + ".json")
+    try:
+        with open(path, encoding="utf-8") as stream:
+            manifest = lightjson.loads(stream.read())
+        return int(manifest["journal_head_seq"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _database(
     code: str, project: Project, what: str, problem: str, otherwise: str | None = None
 ) -> Lost:
@@ -244,20 +301,12 @@ def _database(
 
 
 def latest_backup(project: Project) -> str | None:
-    """The newest backup ``ithaca doctor restore`` takes (a ``state-<time>.db`` in
-    ``backups/`` with its manifest beside it), by file name; None when there is none."""
-    try:
-        names = os.listdir(project.backups_dir)
-    except OSError:
-        return None
-    found = [
-        name
-        for name in names
-        if name.startswith("state-")
-        and name.endswith(".db")
-        and name[: -len(".db")] + ".json" in names
-    ]
-    return max(found) if found else None
+    """The newest backup ``ithaca doctor restore`` takes, by file name (every backup was
+    verified when it was taken, ``kernel.backups``; the restore verifies it again); None
+    when there is none."""
+    from ithaca.kernel import backups
+
+    return max(backups.names(project.backups_dir), default=None)
 
 
 def record(root: str, state_root: str) -> None:

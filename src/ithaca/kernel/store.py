@@ -7,17 +7,28 @@ Connections are per thread because the MCP SDK runs synchronous
 tools on worker threads. Migrations run on open in CLI and MCP processes, after a
 backup of an existing database; hooks never migrate (they report
 ``STATE_NEEDS_MIGRATION`` instead).
+
+Backups, so that a lost database or a lost write-ahead log costs little (docs/architecture.md,
+backups): a store the CLI or the MCP server opens (``auto_backup``) takes a verified copy
+(``keep_backup``: SQLite's online backup API, which reads the write-ahead log too, into a
+self-contained file with a manifest, what ``ithaca doctor restore`` takes) on closing when
+it wrote since its last copy, and, for a store open longer (the MCP server's), after a
+write once its last copy is ``BACKUP_EVERY_S`` old; the newest ``AUTO_BACKUPS_KEPT`` are
+kept. A CLI command that writes thus leaves one copy holding what it wrote. Hooks never
+back up: a copy costs milliseconds per megabyte, and a hook is short.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ithaca.kernel import anchor, clock, journal
+from ithaca.kernel import anchor, backups, clock, journal
 from ithaca.kernel.connection import LATEST_VERSION, connect, write_transaction
 from ithaca.kernel.errors import Corrupt, Refused
 from ithaca.kernel.migrations import MIGRATIONS
@@ -26,6 +37,10 @@ from ithaca.kernel.migrations import MIGRATIONS
 # with growing pauses and is not fair, so under heavy contention one writer can wait out
 # ``busy_timeout`` while others get through; such a writer simply asks again.
 WRITE_PATIENCE_S = 30.0
+# An automatic verified backup after a write once the store's last is this old (and on
+# closing a store that wrote since); how many automatic backups are kept.
+BACKUP_EVERY_S = 60.0
+AUTO_BACKUPS_KEPT = 10
 
 
 class Store:
@@ -37,12 +52,16 @@ class Store:
         *,
         backups_dir: str | os.PathLike[str] | None = None,
         migrate: bool = True,
+        auto_backup: bool = False,
     ):
         self.path = os.fspath(path)
         self.backups_dir = backups_dir
+        self.auto_backup = auto_backup
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
+        self._wrote = False  # since the last automatic backup
+        self._backed_up_at = time.monotonic()  # a short command backs up once, on closing
         if migrate:
             self.migrate()
 
@@ -61,6 +80,10 @@ class Store:
         conn = self.connection()
         with write_transaction(conn, patience_s=WRITE_PATIENCE_S):
             yield conn
+        if self.auto_backup:
+            self._wrote = True
+            if time.monotonic() - self._backed_up_at >= BACKUP_EVERY_S:
+                self.keep_backup()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -132,12 +155,62 @@ class Store:
         copy.close()
         return target
 
+    def keep_backup(self) -> str | None:
+        """A verified copy, ``backups/state-<time>-auto.db`` with its manifest
+        (``kernel.backups``), the oldest automatic ones beyond ``AUTO_BACKUPS_KEPT``
+        removed. None where it could not be taken (a full disk, a damaged database): the
+        write it follows stands, and the next write tries again. Never of a journal that
+        lost events Ithaca committed (``anchor.behind``): such copies would rotate the good
+        ones away. The chain is re-derived only past the newest copy's head."""
+        if anchor.behind(self.connection()):
+            return None
+        folder = os.fspath(self.backups_dir or os.path.join(os.path.dirname(self.path), "backups"))
+        name = backups.fresh_name(folder, backups.AUTO_SUFFIX)
+        try:
+            target, _ = backups.take(self.connection(), folder, name, after=_newest_head(folder))
+        except (OSError, sqlite3.Error, backups.Damaged):
+            return None
+        self._wrote = False
+        self._backed_up_at = time.monotonic()
+        _rotate(folder)
+        return target
+
     def close(self) -> None:
+        if self.auto_backup and self._wrote:
+            self.keep_backup()
         with self._lock:
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+
+def _rotate(folder: str) -> None:
+    """Remove the oldest automatic backups beyond ``AUTO_BACKUPS_KEPT``; a backup taken
+    by hand or before a migration or a repair is never removed."""
+    auto = _automatic(folder)
+    for name in auto[: max(len(auto) - AUTO_BACKUPS_KEPT, 0)]:
+        backups.remove_quietly(os.path.join(folder, name[: -len(".db")] + ".json"))
+        backups.remove_quietly(os.path.join(folder, name))
+
+
+def _newest_head(folder: str) -> tuple[int, str] | None:
+    """The journal head the newest automatic backup's manifest names (its chain verified
+    when it was taken), or None."""
+    auto = _automatic(folder)
+    if not auto:
+        return None
+    try:
+        with open(os.path.join(folder, auto[-1][: -len(".db")] + ".json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+        return int(manifest["journal_head_seq"]), str(manifest["journal_head_hash"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _automatic(folder: str) -> list[str]:
+    """The automatic backups' file names in ``folder``, oldest first."""
+    return sorted(name for name in backups.names(folder) if backups.AUTO_SUFFIX in name)
 
 
 def split_statements(script: str) -> list[str]:

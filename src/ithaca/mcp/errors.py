@@ -14,8 +14,10 @@ things in the ``mcp`` SDK stand in the way, so this module works around both:
   text is exactly the JSON of ``{code, message, details}`` and whose structured content
   is the same object.
 
-Exceptions that are not ``IthacaError`` are left to the SDK: it logs them with their
-traceback and tells the client only that the tool failed.
+A storage fault (SQLite's or the system's: a full disk, a read-only file system, a
+permission refused, a locked store) is answered the same way, under its own code
+(``ithaca.kernel.storage_faults``). Any other exception is a bug, left to the SDK: it logs
+it with its traceback and tells the client only that the tool failed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from ithaca.kernel import IthacaError, escape_pointer, invalid_field
+from ithaca.kernel import IthacaError, escape_pointer, invalid_field, storage_fault
 
 
 def check_text(value: Any) -> None:
@@ -55,6 +57,15 @@ def error_result(error: IthacaError) -> CallToolResult:
         structured_content=body,
         is_error=True,
     )
+
+
+def fault_result(exc: BaseException, database: str | None) -> CallToolResult | None:
+    """The tool answer for a coded error, or for the storage fault an exception is (named
+    with ``database``, the state database the call used); None for a bug."""
+    fault = storage_fault(exc, database)
+    if fault is not None:
+        return error_result(fault)
+    return error_result(exc) if isinstance(exc, IthacaError) else None
 
 
 def _require_text(text: str, pointer: str) -> None:

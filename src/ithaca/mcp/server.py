@@ -11,7 +11,10 @@ Each tool publishes a hand-written JSON Schema and hands the raw arguments to it
 service method, which checks them itself, so unknown fields and wrong types are refused
 with coded errors instead of being dropped or described in the SDK's prose. The calling
 host session comes from the hook's call ticket (``ithaca.mcp.caller``) and is filled in
-for the tools that take ``session`` (DESIGN, Kernel contracts 4). Results are JSON
+for the tools that take ``session`` (DESIGN, Kernel contracts 4). A refusal, and a storage
+fault (a full disk, a read-only file system, a permission refused, a locked store: each
+under its own code, ``kernel.storage_faults``), is answered as the coded error
+``ithaca.mcp.errors`` shapes, never as the SDK's prose. Results are JSON
 objects, so clients get ``structuredContent`` as well as the same JSON as text; each tool
 publishes its title, its behaviour hints and an output schema for that object
 (``ithaca.kernel.tools``).
@@ -52,9 +55,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from ithaca import __version__, collected, resolve
 from ithaca.app import IthacaProject, init_project, open_project
-from ithaca.kernel import IthacaError, NotFound, ToolSpec, config, git_top
+from ithaca.kernel import IthacaError, NotFound, ToolSpec, config, find_project, git_top
 from ithaca.mcp import caller
-from ithaca.mcp.errors import check_text, error_result
+from ithaca.mcp.errors import check_text, fault_result
 from ithaca.validators import remove_stale_run_folders
 
 INSTRUCTIONS = (
@@ -103,6 +106,14 @@ class ProjectHandle:
             self.project, _ = init_project(self.path)
             return self.project, True
 
+    def database(self) -> str | None:
+        """The state database the server's calls use (that a storage fault names)."""
+        opened = self.project
+        if opened is not None:
+            return opened.project.db_path
+        found = find_project(self.path)
+        return found.db_path if found is not None else None
+
     def close(self) -> None:
         with self._lock:
             if self.project is not None:
@@ -126,7 +137,9 @@ def build_server(project_path: str, *, plugin: bool = False) -> MCPServer:
     handle = ProjectHandle(project_path)
     try:
         name = str(handle.open().config["protocols"]["mcp_server_name"])
-    except IthacaError:
+    except Exception as exc:  # the calls answer why, each trying again
+        if fault_result(exc, handle.database()) is None:
+            raise
         name = _server_name_without_project()
     remove_stale_run_folders()  # left behind by a server that was killed mid-run
 
@@ -208,8 +221,11 @@ def _tool(spec: ToolSpec, handle: ProjectHandle) -> Tool:
                     takes_session=takes_session,
                 )
             value = _method(project, spec)(arguments)
-        except IthacaError as exc:
-            return error_result(exc)
+        except Exception as exc:
+            answer = fault_result(exc, handle.database())
+            if answer is None:
+                raise  # a bug: the SDK logs its traceback and says the tool failed
+            return answer
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(value, ensure_ascii=False))],
             structured_content=value,

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ithaca.kernel import deadline
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.gates import GateContext
 from ithaca.validators import runner, runtimes
 from ithaca.validators import snapshot as cell_snapshot
 
 TAIL_LINES = 20
-# The Codex Stop hook runs for at most 90 s (``hosts.codex.installer``): the run must end before.
+# The Codex Stop hook runs for at most 90 s (``hosts.codex.TIMEOUTS``): the run must end
+# before, and before the hook's own deadline (``kernel.deadline``) less this much.
 MAX_RUN_S = 75
+AFTER_RUN_S = 1.0
 TAIL_CHARS = 1500
 SCRIPT = """\
 . "$ITHACA_RUN_DIR/tb-validate.sh"
@@ -34,6 +37,12 @@ def run_verification(ctx: GateContext, command: str) -> tuple[bool, str]:
     assert ctx.project is not None
     settings = dict(ctx.config["validators"])
     timeout_s = min(ctx.config["verification"]["timeout_s"], MAX_RUN_S)
+    left = deadline.remaining()
+    if left is not None:  # killed (with its grace) before the hook must answer
+        timeout_s = min(timeout_s, left - settings["grace_s"] - AFTER_RUN_S)
+        if timeout_s < 1:
+            deadline.mark_cut_short()
+            return False, "no time was left to run it before the host's hook timeout"
     settings["timeout_s"] = max(settings["timeout_s"], timeout_s)
     try:
         snapshot: dict[str, Any] = {

@@ -9,7 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 from click.testing import CliRunner
@@ -308,10 +308,10 @@ def test_a_restore_that_fails_once_in_place_moves_the_quarantined_files_back(
     before = dump(project)
     project.store.close()
 
-    def truncated_copy(source: str, target: str) -> None:
-        Path(target).write_bytes(Path(source).read_bytes()[:4096])
+    def truncated_copy(source: BinaryIO, target: BinaryIO) -> None:
+        target.write(source.read(4096))
 
-    monkeypatch.setattr(doctor.shutil, "copyfile", truncated_copy)
+    monkeypatch.setattr(doctor.shutil, "copyfileobj", truncated_copy)
     with pytest.raises(Corrupt):
         doctor.restore(project.project, project.store, taken["path"])
 

@@ -1,9 +1,11 @@
 """A process killed inside the kernel's atomic write, after its temp file is written and
 before the rename, leaves nothing behind once the next service rolls its unit back: not
-the temp, not the target, not a folder it made; other files beside it stay."""
+the temp, not the target, not a folder it made, not a half-written temp no live writer
+holds; other files beside it, and a live writer's temp, stay."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,8 @@ from ithaca.app import IthacaProject
 from ithaca.delivery.service import DeliveryService
 
 CHANGE = "changes/active/fix-crash"
+LIVE_TEMP = ".ithaca-0123456789abcdef.tmp"
+DEAD_TEMP = ".ithaca-fedcba9876543210.tmp"
 
 # argv: project folder, then the JSON data of a change_contract entry and its action.
 CHILD = textwrap.dedent(
@@ -81,7 +85,7 @@ def test_a_new_files_temp_and_folders_are_gone_after_recovery(
     assert intent_statuses(project) == ["rolled_back"]
 
 
-def test_only_the_units_own_temp_goes_from_a_folder_that_existed(
+def test_the_units_temp_and_abandoned_ones_go_from_a_folder_that_existed(
     project_dir: Path, project: IthacaProject, state_root: Path, record: Any
 ) -> None:
     record(
@@ -94,15 +98,20 @@ def test_only_the_units_own_temp_goes_from_a_folder_that_existed(
     kill_inside_write(project_dir, "revise", '{"id": "fix-crash", "patch": {}, "intent": "New."}')
     [killed] = temps(state_root / CHANGE)
     others = {
-        ".ithaca-0123456789abcdef.tmp": b"another writer's half\n",  # not the unit's bytes
+        LIVE_TEMP: b"a live writer's half\n",  # not the unit's bytes, and held
         ".ithaca-notes.tmp": b"not the kernel's name\n",
         "notes.md": b"kept\n",
     }
     for name, data in others.items():
         (state_root / CHANGE / name).write_bytes(data)
+    # A half-written temp no one holds: a writer killed before its rename.
+    (state_root / CHANGE / DEAD_TEMP).write_bytes(b"a dead writer's half")
 
-    assert [entry["now"] for entry in reopen(project)] == ["rolled_back"]
+    with open(state_root / CHANGE / LIVE_TEMP, "rb") as live:
+        fcntl.flock(live, fcntl.LOCK_EX)  # what the kernel's writer holds until its rename
+        assert [entry["now"] for entry in reopen(project)] == ["rolled_back"]
     assert not (state_root / CHANGE / killed).exists()
+    assert not (state_root / CHANGE / DEAD_TEMP).exists()
     assert intent.read_bytes() == before
     for name, data in others.items():
         assert (state_root / CHANGE / name).read_bytes() == data

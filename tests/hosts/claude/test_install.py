@@ -206,7 +206,7 @@ def test_reinstall_over_a_machine_path_hook_replaces_only_ithacas_entries_in_pla
 
     root = project_with(tmp_path, settings="settings-user-hooks.json")
     legacy = f"{hermetic}/python -P -c 'from ithaca.hosts.dispatch import serve; serve()' claude"
-    monkeypatch.setattr(install_hooks, "hook_command", lambda event, _: f"{legacy} {event}")
+    monkeypatch.setattr(install_hooks, "hook_command", lambda event, *_: f"{legacy} {event}")
     install(root)
     monkeypatch.undo()
     monkeypatch.setenv("PATH", str(hermetic))

@@ -70,7 +70,7 @@ def test_the_installed_hook_command_answers_codex(project_dir):
         text=True,
     )
     assert (done.returncode, done.stdout) == (0, "{}\n")
-    assert hook_command("Stop").endswith("ithaca-hook codex Stop")
+    assert hook_command("Stop").endswith("ithaca-hook codex Stop --timeout 90")
 
 
 def test_uninstall_leaves_the_users_config_byte_identical(user_files):

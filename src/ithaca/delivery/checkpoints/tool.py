@@ -22,12 +22,17 @@ runs the reference's steps in order:
    so a row edited behind Ithaca's back is ``CHECKPOINT_DIGEST_MISMATCH``;
 8. a plan writes ``plan.json`` and ``plan.md`` in the same recoverable unit.
 
+A run that was killed while it wrote those files may have left a temp file beside them
+(``kernel.files``); the next run removes, from the folders it writes, every temp no live
+writer holds, as ``ithaca doctor --repair`` does (docs/delivery.md, ``doctor``).
+
 Every row's id is ``cp-`` and the first 16 hex digits of its digest. The team ledger is
 published after acceptance once ``sync`` exists.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ithaca.delivery.checkpoints import transitions
@@ -47,6 +52,7 @@ from ithaca.delivery.units.plans import Plan, TrackedWrite, flat
 from ithaca.delivery.units.recoverable import Units
 from ithaca.kernel import canon
 from ithaca.kernel.errors import InvalidInput, NotFound
+from ithaca.kernel.files import abandoned_temps
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -70,13 +76,30 @@ def checkpoint(
     request = parse(arguments)
     runner = units or Units(project, store)
     guard = Guard(request.key, TOOL, request_digest(TOOL, request.operation, request.normalised()))
-    answer, replayed = runner.run_keyed(
-        guard,
-        lambda conn: _prepare(conn, project, request),
-        f"checkpoint {request.stage}",
-        {"stage": request.stage},
-    )
+    prepared: list[Plan] = []
+
+    def prepare(conn: sqlite3.Connection) -> Plan:
+        prepared.append(_prepare(conn, project, request))
+        return prepared[-1]
+
+    try:
+        answer, replayed = runner.run_keyed(
+            guard, prepare, f"checkpoint {request.stage}", {"stage": request.stage}
+        )
+    finally:
+        if prepared:
+            _sweep_temps(project, prepared[-1])
     return {**flat(answer), "replayed": True} if replayed else flat(answer)
+
+
+def _sweep_temps(project: Project, plan: Plan) -> None:
+    """Remove the temps an earlier, killed run left in the folders this plan writes."""
+    folders = {os.path.dirname(write.path) for write in plan.writes}
+    for folder in sorted(folders):
+        try:
+            abandoned_temps(os.path.join(project.state_root, folder), remove=True)
+        except OSError:
+            continue  # the doctor reports what stays (TEMP_FILE_LEFT)
 
 
 def _prepare(conn: sqlite3.Connection, project: Project, request: Request) -> Plan:

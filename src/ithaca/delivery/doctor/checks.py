@@ -39,10 +39,12 @@ from ithaca.delivery.ledger import driver_setup as sync_install
 from ithaca.delivery.ledger.format import LEDGER_PATH
 from ithaca.delivery.sessions import leases, packets, worktrees
 from ithaca.delivery.sessions import rows as sessions_rows
+from ithaca.delivery.sync import inspect as sync_inspect
 from ithaca.delivery.units import owners as processes
 from ithaca.delivery.units import pending, registry
 from ithaca.kernel import ids
 from ithaca.kernel.errors import Corrupt
+from ithaca.kernel.files import TEMP_NAME
 from ithaca.kernel.project import Project, git_top
 
 TYPE_CHECKING = False
@@ -135,15 +137,18 @@ def _file_findings(
     for path in tracked_files(state_root):
         if path in registered or path in moved_here:
             continue
-        if not pending.explain_unregistered(units, path, digest_of(path)):
-            found.append(
-                _finding(
-                    "FILE_UNREGISTERED",
-                    "warning",
-                    f"{path} lies in a tracked plane but Ithaca did not write it",
-                    path,
-                )
+        if pending.explain_unregistered(units, path, digest_of(path)):
+            continue
+        if TEMP_NAME.fullmatch(path.rsplit("/", 1)[-1]):
+            continue  # a write's temp: in progress, or the kernel's TEMP_FILE_LEFT
+        found.append(
+            _finding(
+                "FILE_UNREGISTERED",
+                "warning",
+                f"{path} lies in a tracked plane but Ithaca did not write it",
+                path,
             )
+        )
     return found
 
 
@@ -194,7 +199,7 @@ def _intent_findings(conn: sqlite3.Connection, units: list[pending.PendingUnit])
                 "RECOVERY_PENDING",
                 "warning",
                 f"{unit.op} {unit.intent_id} stopped before it committed (its writer, pid"
-                f" {unit.owner_pid}, is gone): it {pending.describe(unit)}. Nothing is lost:"
+                f" {unit.owner_pid}, is gone): {_did(unit)}. Nothing is lost:"
                 f" `{REPAIR_COMMAND}` rolls it back and restores every file as it was",
                 unit.intent_id,
                 fix=REPAIR_COMMAND,
@@ -223,6 +228,14 @@ def _intent_findings(conn: sqlite3.Connection, units: list[pending.PendingUnit])
             )
         )
     return found
+
+
+def _did(unit: pending.PendingUnit) -> str:
+    """What a stopped unit did on disk, as the rest of a sentence."""
+    done = pending.describe(unit)
+    if done == "nothing on disk yet":
+        return "it had written nothing yet but a temp file" if unit.files else "it wrote nothing"
+    return f"it {done}"
 
 
 def _orphaned_session_findings(conn: sqlite3.Connection) -> list[Finding]:
@@ -324,6 +337,10 @@ def leftovers(project: Project, conn: sqlite3.Connection) -> list[tuple[str, str
 
 def _ledger_findings(project: Project, conn: sqlite3.Connection) -> list[Finding]:
     found = []
+    flight = sync_inspect.uncommitted_ledger(conn, project)
+    if flight is not None:  # never imported: a publish's generation that did not commit
+        severity = "info" if flight["severity"] == "info" else "warning"
+        found.append(_finding(flight["code"], severity, flight["message"], LEDGER_PATH))
     if ledger_missing(project, conn):
         found.append(
             _finding(

@@ -1,4 +1,5 @@
-"""This checkout's sync base: the ledger as it last imported or published it (§8.2).
+"""This checkout's sync base: the ledger as it last imported or published it
+(docs/delivery.md, "The team ledger: `sync`").
 
 The base is what makes the merge three-way: a record the database changed since the
 base is a local edit to publish, one the file changed is an incoming edit to import,
@@ -21,7 +22,7 @@ from ithaca.delivery.ledger.format import LEDGER_PATH, Key, Ledger, Stamp, docum
 from ithaca.delivery.units import registry
 from ithaca.kernel import clock
 from ithaca.kernel.blobs import BlobStore
-from ithaca.kernel.files import write_atomic
+from ithaca.kernel.files import abandoned_temps, write_atomic
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
@@ -103,8 +104,12 @@ def keep_document(project: Project, data: bytes, digest: str) -> None:
     """Store the base document as a blob (``BlobStore.put``'s layout, with the digest
     already taken by the faster hash a multi-megabyte ledger wants)."""
     blobs = BlobStore(project.blobs_dir)
-    if not blobs.exists(digest):
-        write_atomic(blobs.root, blobs.path(digest).relative_to(blobs.root), data, mode=0o444)
+    if blobs.exists(digest):
+        return
+    relative = blobs.path(digest).relative_to(blobs.root)
+    write_atomic(blobs.root, relative, data, mode=0o444)
+    # A publish killed inside this write left its temp here: no one holds it any more.
+    abandoned_temps(blobs.root / relative.parent, remove=True)
 
 
 def stat_of(state_root: str) -> FileStat | None:

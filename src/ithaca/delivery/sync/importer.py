@@ -1,4 +1,5 @@
-"""``sync import``: take the ledger file into the database, record by record (§8.2).
+"""``sync import``: take the ledger file into the database, record by record
+(docs/delivery.md, "The team ledger: `sync`").
 
 The file is verified first (every record digest, the state digest, the project), then
 merged per record against this checkout's base: records only the file changed are taken,
@@ -7,6 +8,11 @@ conflict, and so does any change to a task a session runs here. One conflict lef
 unresolved and nothing is applied (``LEDGER_CONFLICT``). Otherwise one transaction
 applies every taken record, makes the file the new base and journals
 ``delivery.ledger.imported``; a file already equal to the base writes nothing.
+
+A file this checkout's own publish wrote and has not committed yet is left alone
+(``incoming.in_flight``): it is nobody's state until that commit, and a publish that fails
+puts the old file back. Every import also holds the file as one of its unit's ``reads``,
+so what it takes is committed state, never bytes a publish may still take back.
 
 ``auto_import`` is the same import run quietly before a mutating call: a conflict or an
 untrustworthy file does not fail that call, it becomes a ``needs_attention`` diagnostic.
@@ -22,13 +28,19 @@ from ithaca.delivery.ledger import apply as ledger_apply
 from ithaca.delivery.ledger import base as ledger_base
 from ithaca.delivery.ledger import bulk as ledger_bulk
 from ithaca.delivery.ledger import intake as ledger_intake
+from ithaca.delivery.ledger.base import Base
 from ithaca.delivery.ledger.format import LEDGER_PATH, Ledger, document_digest
 from ithaca.delivery.sync.incoming import (
+    FileState,
     Incoming,
+    InFlight,
     gather,
+    in_flight_note,
     journal_head,
+    kept_notes,
     nothing_new,
     read_file,
+    read_of,
     relation_notes,
     require_settled,
     require_unchanged,
@@ -53,12 +65,27 @@ def plan(conn: sqlite3.Connection, project: Project, resolve: dict[str, str]) ->
     base = ledger_base.load(conn)
     found = read_file(project.state_root)
     incoming = None if nothing_new(base, found) else gather(conn, base, found, resolve)
+    if incoming is not None and incoming.flight is not None:
+        return _left_alone(incoming.flight, base, found)
     if incoming is None or incoming.file is None:
         state = None if base is None else base.state_digest
         result = {"status": "missing" if found.data is None else "current", "state_digest": state}
-        return unchanged(OP, result, [], keyed=False)  # equal to its base: no write (§8.2)
+        return unchanged(OP, result, [], keyed=False)  # equal to its base: no write
     require_settled(incoming.merge)
     return taking(project, incoming, incoming.file, OP, _unused(incoming, resolve))
+
+
+def _left_alone(flight: InFlight, base: Base | None, found: FileState) -> Plan:
+    """The plan for a file a unit of this checkout wrote and has not committed: nothing
+    is imported. A live writer's unit settles itself; a dead one's is settled by this
+    plan's unit, which holds the file as a read (its T1 rolls the dead unit back, the
+    file changes and the import is prepared again from the committed file)."""
+    state = None if base is None else base.state_digest
+    note = in_flight_note(flight)
+    if flight.alive:
+        return unchanged(OP, {"status": "publishing", "state_digest": state}, [note], keyed=False)
+    result = {"status": "uncommitted", "state_digest": state}
+    return Plan(OP, lambda tx: Outcome(result, None), (), [note], reads=(read_of(found),))
 
 
 def taking(
@@ -71,7 +98,9 @@ def taking(
     writes: tuple[TrackedWrite, ...] = ()
     if incoming.rewritten is not None:
         writes = (TrackedWrite(LEDGER_PATH, data, "ledger", "project", None),)
-    diagnostics = relation_notes(incoming.relation) + prepared.diagnostics + notes
+    diagnostics = (
+        relation_notes(incoming.relation) + kept_notes(incoming.kept) + prepared.diagnostics + notes
+    )
     result = _summary(incoming, "imported")
 
     def commit(tx: sqlite3.Connection) -> Outcome:
@@ -94,7 +123,7 @@ def taking(
         require_unchanged(project.state_root, incoming.found)
         ledger_base.keep_document(project, data, digest)
 
-    return Plan(op, commit, writes, diagnostics, before=before)
+    return Plan(op, commit, writes, diagnostics, before=before, reads=(read_of(incoming.found),))
 
 
 def imported_payload(incoming: Incoming, theirs: Ledger) -> dict[str, Any]:
@@ -128,6 +157,8 @@ def auto_import(project: Project, store: Store, units: Units) -> list[Diagnostic
         return [diagnostic(exc.code, "needs_attention", exc.message)]
     if answer is None:
         return []  # other writers kept moving; the next call tries again
+    if answer["result"]["status"] == "publishing":
+        return []  # this checkout's own publish is writing the file: nothing to say yet
     ledger_base.remember_stat(store, project.state_root)
     return list(answer["diagnostics"])
 

@@ -5,12 +5,21 @@ project the database (ours) and merge per record. Only then do they differ: impo
 theirs into the database, publish also writes the merged state back. A ``conflicts``
 block the merge driver left in the file is settled here first, from ``resolve`` (the
 file rewritten without it), so the rest of the merge sees an ordinary ledger.
+
+A generation this checkout is still publishing is no one's state yet: ``sync publish``
+writes the file before its transaction commits, and puts the old file back if it fails
+or its writer dies (docs/delivery.md, "Recoverable units"). Such a file is recognised by
+the pending unit that writes it (``in_flight``) and never merged: imported, then put
+back, it would look like a branch switched back and undo what it published. The plans
+also name the file as one of their ``reads``, so a publish that starts writing after
+the snapshot was read is waited for, and the plan prepared again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ithaca.delivery.contract import Diagnostic, diagnostic
 from ithaca.delivery.ledger import projection as ledger_projection
@@ -19,6 +28,7 @@ from ithaca.delivery.ledger.format import (
     LEDGER_PATH,
     Key,
     Ledger,
+    Record,
     Stamp,
     document,
     document_digest,
@@ -28,7 +38,8 @@ from ithaca.delivery.ledger.format import (
 from ithaca.delivery.ledger.merge import ACTIVE_TASK, Merge, three_way
 from ithaca.delivery.ledger.projection import Ours
 from ithaca.delivery.units import registry
-from ithaca.delivery.units.plans import Stale
+from ithaca.delivery.units.pending import pending_units
+from ithaca.delivery.units.plans import Read, Stale
 from ithaca.kernel import journal
 from ithaca.kernel.errors import Conflict, Corrupt
 
@@ -72,6 +83,10 @@ class Incoming:
     # The file's bytes with a merge driver's conflicts settled, and which ones, if any.
     rewritten: bytes | None = None
     settled: tuple[str, ...] = ()
+    # The unit of this checkout that wrote the file and has not committed: left alone.
+    flight: InFlight | None = None
+    # Tasks completed here that a rewound or diverged file would have undone: kept.
+    kept: tuple[str, ...] = ()
 
     @property
     def data(self) -> bytes:
@@ -95,9 +110,60 @@ class Incoming:
         return None
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """A pending unit of this checkout that wrote the ledger file as it is now and has not
+    committed: ``alive`` while its writer runs (a publish in progress), else a writer that
+    died and whose unit the next recovery rolls back."""
+
+    intent_id: str
+    op: str
+    owner_pid: int
+    alive: bool
+
+
+def in_flight(conn: sqlite3.Connection, found: FileState) -> InFlight | None:
+    """The pending unit whose write the file holds, if any (on the caller's snapshot)."""
+    if found.digest is None:
+        return None
+    for unit in pending_units(conn):
+        target = unit.target(LEDGER_PATH)
+        if target is not None and target["expected"] == found.digest:
+            return InFlight(unit.intent_id, unit.op, unit.owner_pid, unit.alive)
+    return None
+
+
+def in_flight_note(flight: InFlight) -> Diagnostic:
+    """What a sync that left such a file alone says: ``LEDGER_PUBLISH_IN_PROGRESS``
+    (information) while the unit's writer runs, ``LEDGER_UNCOMMITTED`` once it died."""
+    if flight.alive:
+        return diagnostic(
+            "LEDGER_PUBLISH_IN_PROGRESS",
+            "info",
+            f"{LEDGER_PATH} holds the generation {flight.op} (pid {flight.owner_pid}) is"
+            " writing and has not committed yet; it is not imported: it becomes the base"
+            " when that publish commits, or the committed file is put back",
+            LEDGER_PATH,
+        )
+    return diagnostic(
+        "LEDGER_UNCOMMITTED",
+        "needs_attention",
+        f"{LEDGER_PATH} holds a generation {flight.op} (unit {flight.intent_id}, pid"
+        f" {flight.owner_pid}) wrote and never committed: its writer died. It is never"
+        " imported; `ithaca doctor --repair` (or the next Ithaca command) puts the"
+        " committed ledger back",
+        LEDGER_PATH,
+    )
+
+
 def read_file(state_root: str) -> FileState:
     data = registry.read_bytes(state_root, LEDGER_PATH)
     return FileState(data, None if data is None else document_digest(data))
+
+
+def read_of(found: FileState) -> Read:
+    """The file as a plan's ``Read``: locked by its unit, checked before it commits."""
+    return Read(LEDGER_PATH, found.digest)
 
 
 def require_unchanged(state_root: str, found: FileState) -> None:
@@ -127,6 +193,9 @@ def gather(
     ours = ledger_projection.project(conn)
     if found.data is None or nothing_new(base, found):
         return Incoming(base, None, found, ours, Merge(), "current", head)
+    flight = in_flight(conn, found)
+    if flight is not None:
+        return Incoming(base, None, found, ours, Merge(), "current", head, flight=flight)
     theirs = parse(found.data)
     check_project(base, theirs)
     rewritten = None
@@ -141,9 +210,47 @@ def gather(
         resolve=resolve,
         frozen=ours.running,
     )
-    return Incoming(
-        base, theirs, found, ours, merge, relation(base, theirs), head, rewritten, settled
-    )
+    name = relation(base, theirs)
+    kept = keep_completions(merge, ours.records) if name in ("rewound", "diverged") else ()
+    return Incoming(base, theirs, found, ours, merge, name, head, rewritten, settled, kept=kept)
+
+
+def keep_completions(merge: Merge, ours: Mapping[Key, Record]) -> tuple[str, ...]:
+    """Take back from ``merge`` every task record that would undo a completion made here:
+    a task completed here whose record in the file is not completed with the same
+    outcome, or is absent. Only for a file whose history does not hold this checkout's
+    base (rewound, diverged): it never saw that completion, so it cannot have undone
+    it; a task is reopened with ``reopen``, and a file that descends from the base
+    brings that decision as usual. The task stays as unpublished local work, which the
+    next publish writes again. Returns the labels kept."""
+    kept = []
+    for key, found in list(merge.taken.items()):
+        mine = ours.get(key)
+        if key[0] != "task" or mine is None or mine.body.get("status") != "completed":
+            continue
+        if found is not None and _completion(found.body) == _completion(mine.body):
+            continue
+        del merge.taken[key]
+        kept.append(f"{key[0]}:{key[1]}")
+    return tuple(kept)
+
+
+def _completion(body: dict[str, Any]) -> tuple[Any, Any]:
+    return body.get("status"), body.get("outcome")
+
+
+def kept_notes(kept: tuple[str, ...]) -> list[Diagnostic]:
+    if not kept:
+        return []
+    return [
+        diagnostic(
+            "LEDGER_COMPLETION_KEPT",
+            "warning",
+            f"{len(kept)} task(s) completed here are not completed so in the ledger, whose"
+            " history does not hold this checkout's last sync; they stay completed (unpublished"
+            f" work the next publish writes): {', '.join(kept[:LISTED])}",
+        )
+    ]
 
 
 def check_project(base: Base | None, theirs: Ledger) -> None:
@@ -157,7 +264,7 @@ def check_project(base: Base | None, theirs: Ledger) -> None:
 
 
 def relation(base: Base | None, theirs: Ledger | None) -> str:
-    """How the file's history relates to the base's (§8.2 inspect statuses)."""
+    """How the file's history relates to the base's (the statuses of `sync inspect`)."""
     if theirs is None or (base is not None and theirs.state_digest == base.state_digest):
         return "current"
     if base is None or base.state_digest in theirs.ancestors:

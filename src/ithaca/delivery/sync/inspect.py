@@ -1,4 +1,5 @@
-"""``sync inspect``: where the ledger file, the base and the database stand (§8.2).
+"""``sync inspect``: where the ledger file, the base and the database stand
+(docs/delivery.md, "The team ledger: `sync`").
 
 Read-only: no import, no write, no journal event. A file that cannot be trusted is an
 answer here (``corrupt``, with the error's code as a diagnostic), not an error, because
@@ -8,7 +9,11 @@ inspecting is how one finds out what to do about it.
 base, the database has unpublished edits), ``behind`` (the file descends from the base:
 import), ``rewound`` (the base descends from the file: a branch switched back),
 ``diverged`` (neither), ``conflicted`` (the file holds a merge driver's conflicts, or
-importing would conflict), ``missing``, ``migration_required`` or ``corrupt``.
+importing would conflict), ``missing``, ``migration_required`` or ``corrupt`` — or,
+when the file holds a generation a unit of this checkout wrote and has not committed,
+``publishing`` (its writer still runs) or ``uncommitted`` (its writer died: the file is
+put back by the next Ithaca command or ``doctor --repair``). Such a file is never
+imported; ``uncommitted_ledger`` is the same finding for ``doctor``.
 """
 
 from __future__ import annotations
@@ -19,9 +24,20 @@ from ithaca.delivery.contract import Diagnostic, diagnostic
 from ithaca.delivery.ledger import base as ledger_base
 from ithaca.delivery.ledger import driver_setup as sync_install
 from ithaca.delivery.ledger import projection as ledger_projection
-from ithaca.delivery.ledger.format import SCHEMA_VERSION, parse, schema_version_of
+from ithaca.delivery.ledger.format import (
+    SCHEMA_VERSION,
+    parse,
+    schema_version_of,
+)
 from ithaca.delivery.ledger.merge import three_way
-from ithaca.delivery.sync.incoming import LISTED, check_project, read_file, relation
+from ithaca.delivery.sync.incoming import (
+    LISTED,
+    check_project,
+    in_flight,
+    in_flight_note,
+    read_file,
+    relation,
+)
 from ithaca.kernel.errors import IthacaError
 from ithaca.kernel.project import Project
 
@@ -62,6 +78,11 @@ def inspect_ledger(conn: sqlite3.Connection, project: Project) -> dict[str, Any]
     found = read_file(project.state_root)
     answer["diagnostics"] = diagnostics
     if found.data is None:
+        return answer
+    flight = in_flight(conn, found)
+    if flight is not None:
+        answer["status"] = "publishing" if flight.alive else "uncommitted"
+        diagnostics.append(in_flight_note(flight))
         return answer
     version = schema_version_of(found.data)
     if isinstance(version, int) and version < SCHEMA_VERSION:
@@ -122,3 +143,12 @@ def inspect_ledger(conn: sqlite3.Connection, project: Project) -> dict[str, Any]
 
 def _digest(found: Any) -> str | None:
     return None if found is None else found.digest
+
+
+def uncommitted_ledger(conn: sqlite3.Connection, project: Project) -> Diagnostic | None:
+    """The doctor's finding when the ledger file holds a generation that no transaction
+    committed: ``LEDGER_PUBLISH_IN_PROGRESS`` (information) while the unit that wrote it
+    runs, ``LEDGER_UNCOMMITTED`` once its writer died (``doctor --repair``, or the next
+    Ithaca command, rolls it back and puts the committed file back). None otherwise."""
+    flight = in_flight(conn, read_file(project.state_root))
+    return None if flight is None else in_flight_note(flight)

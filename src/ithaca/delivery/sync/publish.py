@@ -1,4 +1,5 @@
-"""``sync publish``: write the database's team-visible state to the ledger file (§8.2).
+"""``sync publish``: write the database's team-visible state to the ledger file
+(docs/delivery.md, "The team ledger: `sync`").
 
 Publish first imports what the file brings (a conflict stops it: ``LEDGER_CONFLICT``),
 then projects the database and numbers each record against the ledger it follows: an
@@ -8,6 +9,11 @@ next generation, whose parent and first ancestor are the previous state, is writ
 atomically as one recoverable unit with the new base, the tasks' published statuses and
 ``delivery.ledger.published``. Every record is written, whatever their number. A file
 that went missing (a branch that predates the ledger) is written again.
+
+The file is written before the unit's transaction commits, so until then it holds a
+generation that is nobody's state yet; another process's publish or import leaves it
+alone (``incoming.in_flight``), and a publish that plans from the base meanwhile waits
+for that unit to settle (the file is one of its ``reads`` and its target).
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from ithaca.delivery.sync.importer import imported_payload, run_unkeyed, taking
 from ithaca.delivery.sync.incoming import (
     gather,
     journal_head,
+    kept_notes,
     read_file,
+    read_of,
     relation_notes,
     require_settled,
     require_unchanged,
@@ -53,7 +61,7 @@ OP = "sync.publish"
 
 
 def new_project_id() -> str:
-    """``prj-`` and 12 random hex digits (reference §3.2)."""
+    """``prj-`` and 12 random hex digits."""
     return "prj-" + os.urandom(6).hex()
 
 
@@ -83,7 +91,9 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
     digest = document_digest(data)
     removed = sum(1 for key in stamps if key not in merged)
     prepared = ledger_intake.prepare(project.state_root, incoming.merge.taken)
-    diagnostics: list[Diagnostic] = relation_notes(incoming.relation) + prepared.diagnostics
+    diagnostics: list[Diagnostic] = (
+        relation_notes(incoming.relation) + kept_notes(incoming.kept) + prepared.diagnostics
+    )
     result = _summary("published", ledger.state_digest, ledger.generation, records, changed)
 
     def commit(tx: sqlite3.Connection) -> Outcome:
@@ -127,7 +137,8 @@ def plan(conn: sqlite3.Connection, project: Project) -> Plan:
         ledger_base.keep_document(project, data, digest)
 
     write = TrackedWrite(LEDGER_PATH, data, "ledger", "project", None)
-    return Plan(OP, commit, (write,), diagnostics, before=before)
+    read = read_of(incoming.found)
+    return Plan(OP, commit, (write,), diagnostics, before=before, reads=(read,))
 
 
 def auto_publish(project: Project, store: Store, units: Units) -> list[Diagnostic]:

@@ -3,6 +3,8 @@ the commit that runs inside T2 (``ithaca.delivery.units.recoverable`` runs it).
 
 A plan is prepared on a read snapshot; its commit re-checks what it was based on and
 raises ``Stale`` when that moved, so the request is prepared again from the new state.
+A file the plan was based on without writing it (the ledger an import takes) is one of
+its ``reads``: the unit locks it like a target and checks its bytes before committing.
 ``unchanged`` is the plan of a request that changes nothing; ``flat`` is the answer
 shape the single-unit tools share.
 """
@@ -48,6 +50,18 @@ class Rename:
 
 
 @dataclass(frozen=True)
+class Read:
+    """A file a plan relied on without writing it: its bytes' digest when read (None:
+    absent). The unit locks the path as it locks its targets, so no other unit can be
+    writing it, then checks it still holds those bytes before it commits; otherwise the
+    plan is ``Stale``. A file another unit wrote and had not committed yet is thus never
+    taken for committed state (docs/delivery.md, "Recoverable units")."""
+
+    path: str
+    digest: str | None
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What an action's commit returns: its result and the last journal seq it wrote."""
 
@@ -73,6 +87,8 @@ class Plan:
     before: Callable[[], object] | None = None
     # A no-op that writes nothing at all, not even its key's answer: a retry looks again.
     writes_nothing: bool = False
+    # Files the plan was based on without writing them (``Read``).
+    reads: tuple[Read, ...] = ()
 
 
 class Stale(Exception):

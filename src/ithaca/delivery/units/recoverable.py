@@ -1,4 +1,5 @@
-"""Recoverable units: tracked files and their rows land together or not at all (§3.5).
+"""Recoverable units: tracked files and their rows land together or not at all
+(docs/delivery.md, "Recoverable units").
 
 A unit that writes tracked files runs in four steps, so that no crash can leave a file
 the database does not know, or a row whose file is missing:
@@ -16,6 +17,11 @@ the database does not know, or a row whose file is missing:
 4. Post-commit work, then ``done``: dropping the copies. Publishing the team ledger
    follows the unit in ``DeliveryService``, which also publishes when it recovers a dead
    writer's ``committed`` intent.
+
+A unit may also rely on files it does not write (``Read``: the ledger an import takes).
+T1 locks them like targets, and step 2 checks they still hold the bytes the plan read:
+once no other unit can be writing them, what is there is what that unit committed, or
+what it put back, never its uncommitted bytes (the plan is ``Stale`` otherwise).
 
 A unit may also move folders (``Rename``: archiving moves a change folder). The moves
 happen in step 2 before any file is written, so every target names its final place;
@@ -50,7 +56,7 @@ from ithaca.delivery.idempotency import Guard, Replayed
 from ithaca.delivery.units import owners as processes
 from ithaca.delivery.units import registry
 from ithaca.delivery.units.folders import rename_folder
-from ithaca.delivery.units.plans import Plan, Rename, Stale, TrackedWrite
+from ithaca.delivery.units.plans import Plan, Read, Rename, Stale, TrackedWrite
 from ithaca.delivery.units.rollback import roll_back
 from ithaca.kernel import canon, clock, ids, journal
 from ithaca.kernel.errors import Conflict, IthacaError
@@ -119,11 +125,12 @@ class Units:
                     guard.check(conn)  # a key that already answered replays its answer
                 outcome = plan.commit(conn)
             return {"result": outcome.result, "diagnostics": plan.diagnostics, "journal_seq": None}
-        if not changed and not plan.renames:
+        if not changed and not plan.renames and not plan.reads:
             with self.store.write() as conn:
                 return _commit(conn, plan, guard)
-        intent = self._begin(plan.op, changed, guard, plan.renames)
+        intent = self._begin(plan.op, changed, guard, plan.renames, plan.reads)
         try:
+            self._check_reads(plan.reads)
             self._move(intent["renames"])
             self._write_files(intent, [write for write, _ in changed])
             with self.store.write() as conn:
@@ -141,8 +148,10 @@ class Units:
         changed: list[tuple[TrackedWrite, str | None]],
         guard: Guard | None,
         renames: tuple[Rename, ...] = (),
+        reads: tuple[Read, ...] = (),
     ) -> dict[str, Any]:
-        """T1: record the intent, once no live unit holds one of its paths."""
+        """T1: record the intent, once no live unit holds one of its paths (its targets,
+        both ends of its moves, the files it read)."""
         intent_id = ids.new("int")
         targets = [
             {
@@ -156,9 +165,12 @@ class Units:
         moves = [{"source": move.source, "target": move.target} for move in renames]
         paths = {write.path for write, _ in changed}
         paths |= {move.source for move in renames} | {move.target for move in renames}
+        paths |= {read.path for read in reads}
         steps: dict[str, Any] = {"targets": targets}
         if moves:
             steps["renames"] = moves
+        if reads:
+            steps["reads"] = sorted({read.path for read in reads})
         created = self._missing_folders([write.path for write, _ in changed], renames)
         if created:
             steps["created"] = created
@@ -220,6 +232,14 @@ class Units:
                 missing.add(folder)
                 parts.pop()
         return sorted(missing)
+
+    def _check_reads(self, reads: tuple[Read, ...]) -> None:
+        """Step 2, first: the files the plan read still hold those bytes. T1 holds their
+        paths, so no other unit is writing them: a unit that wrote one meanwhile has
+        committed or put the old bytes back, and the plan is prepared again."""
+        for read in reads:
+            if registry.file_digest(self.state_root, read.path) != read.digest:
+                raise Stale(read.path)
 
     def _write_files(self, intent: dict[str, Any], writes: list[TrackedWrite]) -> None:
         """Step 2: check the old bytes are still the planned ones, copy them, write."""
@@ -346,9 +366,11 @@ def _pending_on(conn: sqlite3.Connection, paths: set[str]) -> list[tuple[Any, ..
 
 
 def _locked(steps: str) -> set[str]:
-    """Every path an intent's steps hold: its targets and both ends of its moves."""
+    """Every path an intent's steps hold: its targets, the files it read and both ends
+    of its moves."""
     parsed = json.loads(steps)
     found = {target["path"] for target in parsed["targets"]}
+    found |= set(parsed.get("reads", []))
     for move in parsed.get("renames", []):
         found |= {move["source"], move["target"]}
     return found

@@ -8,12 +8,13 @@ moved folder goes back, and the folders that leaves empty go too.
 A process killed inside the kernel's atomic write leaves its temp file
 (``.ithaca-<16 hex>.tmp``) beside the target, and maybe folders it made for it, so a
 rollback also sweeps them (``_sweep_temps``, ``_remove_created``). Only what the unit
-can be shown to own goes: in a target's folder, a temp with exactly the kernel's name
-that holds the target's new bytes, or any such temp when the intent recorded the folder
-as missing at T1 (nothing else writes into a folder a pending unit is bringing into
-being); then the recorded folders, deepest first, if they are empty. A half-written
-temp in a folder that existed before is left alone: it cannot be told apart from a live
-writer's, and deleting that would fail its write.
+can be shown to own, or what no one holds, goes: in a target's folder, a temp with
+exactly the kernel's name that holds the target's new bytes, or any such temp when the
+intent recorded the folder as missing at T1 (nothing else writes into a folder a
+pending unit is bringing into being), or a half-written one no live writer holds (the
+kernel's writer keeps a ``flock`` on its temp until its rename: ``files.abandoned``);
+then the recorded folders, deepest first, if they are empty. A temp a live writer
+holds is left alone: deleting it would fail that write.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from ithaca.delivery.units import registry
 from ithaca.delivery.units.folders import digest_at, file_type, open_folders, rename_folder
 from ithaca.kernel import canon
-from ithaca.kernel.files import remove_confined, write_atomic
+from ithaca.kernel.files import abandoned, remove_confined, write_atomic
 
 # The exact name ``kernel.files.write_atomic`` gives its temp file (``secrets.token_hex(8)``).
 KERNEL_TEMP_NAME = re.compile(r"\.ithaca-[0-9a-f]{16}\.tmp")
@@ -67,7 +68,8 @@ def _restore(
 
 def _sweep_temps(state_root: str, path: str, expected: str, created: list[str]) -> None:
     """Delete the kernel temps beside ``path`` that this unit owns: all of them in a
-    folder it made, else only those holding its new bytes (digest ``expected``)."""
+    folder it made, else those holding its new bytes (digest ``expected``), and any no
+    live writer holds (a write killed before its rename)."""
     folders = path.split("/")[:-1]
     made = "/".join(folders) in created
     folder_fd = open_folders(state_root, folders, create=False)
@@ -81,6 +83,8 @@ def _sweep_temps(state_root: str, path: str, expected: str, created: list[str]) 
             if made or digest_at(folder_fd, name) == expected:
                 os.unlink(name, dir_fd=folder_fd)
                 swept = True
+            elif abandoned(folder_fd, name, remove=True):
+                swept = True  # a write killed before its rename (a partial temp)
         if swept:
             os.fsync(folder_fd)
     finally:

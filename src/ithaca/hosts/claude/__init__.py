@@ -42,6 +42,21 @@ EVENTS = (
     "SessionEnd",
 )
 PROMPT_EVENTS = ("UserPromptSubmit", "UserPromptExpansion")
+# The events whose hook can stop what comes next: exit 2 blocks each (docs/hooks.md).
+BLOCKING_EVENTS = (*PROMPT_EVENTS, "PreToolUse", "Stop", "SubagentStop")
+# How long Claude Code waits for each event's hook, in seconds: the install sets it, and a
+# hook run without ``--timeout`` assumes it (docs/hooks.md "Host timeouts").
+TIMEOUTS = {
+    "SessionStart": 10,
+    "UserPromptSubmit": 10,
+    "UserPromptExpansion": 10,
+    "PreToolUse": 5,
+    "PostToolUse": 10,
+    "PreCompact": 10,
+    "Stop": 15,
+    "SubagentStop": 15,
+    "SessionEnd": 10,
+}
 SESSION_ENV_FILE = "CLAUDE_ENV_FILE"
 # How Claude Code prefixes the tools of the ``ithaca`` server of the ``ithaca`` plugin.
 PLUGIN_TOOL_PREFIX = "mcp__plugin_ithaca_ithaca__"

@@ -34,7 +34,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ithaca.hosts.claude import enabled_plugin
+from ithaca.hosts.claude import EVENTS, TIMEOUTS, enabled_plugin
 from ithaca.hosts.install import bundled as install_bundled
 from ithaca.hosts.install import sandbox as install_sandbox
 from ithaca.hosts.install import server as install_server
@@ -108,22 +108,16 @@ BUNDLED: tuple[Bundled, ...] = (
 )
 
 
-CLAUDE_EVENTS: tuple[HostEvent, ...] = (
-    HostEvent("SessionStart", None, 10),
-    HostEvent("UserPromptSubmit", None, 10),
-    HostEvent("UserPromptExpansion", None, 10),
-    HostEvent("PreToolUse", "*", 5),
-    HostEvent("PostToolUse", "*", 10),
-    HostEvent("PreCompact", None, 10),
-    HostEvent("Stop", None, 15),
-    HostEvent("SubagentStop", None, 15),
-    HostEvent("SessionEnd", None, 10),
+# Each event with its matcher and the adapter's timeout, which the hook also assumes.
+MATCHERS = {"PreToolUse": "*", "PostToolUse": "*"}
+CLAUDE_EVENTS: tuple[HostEvent, ...] = tuple(
+    HostEvent(event, MATCHERS.get(event), TIMEOUTS[event]) for event in EVENTS
 )
 
 
 def hook_command(event: str) -> str:
     """The shell command Claude Code runs for ``event`` (see ``hosts.install.hooks``)."""
-    return host_hook_command(event, HOST)
+    return host_hook_command(event, HOST, TIMEOUTS[event])
 
 
 def install(

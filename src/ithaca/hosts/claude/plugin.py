@@ -28,7 +28,12 @@ from typing import Any
 from ithaca import __version__
 from ithaca.hosts.claude import PLUGIN_TOOL_PREFIX
 from ithaca.hosts.claude.installer import AGENTS, CLAUDE_EVENTS, HOST, SKILLS
-from ithaca.hosts.install.hooks import HOOK_PROGRAM, not_installed, unless_installed
+from ithaca.hosts.install.hooks import (
+    HOOK_PROGRAM,
+    TIMEOUT_FLAG,
+    not_installed,
+    unless_installed,
+)
 
 NAME = "ithaca"  # the plugin's and the marketplace's: ``ithaca@ithaca``
 PLUGIN_ID = f"{NAME}@{NAME}"
@@ -120,12 +125,16 @@ def _manifest() -> dict[str, Any]:
 
 
 def _hooks() -> dict[str, Any]:
-    """hooks.json: each of the install's events, by the plugin-root variable."""
+    """hooks.json: each of the install's events, by the plugin-root variable, with the
+    timeout Claude Code gives the hook."""
     events: dict[str, Any] = {}
     for spec in CLAUDE_EVENTS:
         hook = {
             "type": "command",
-            "command": f'sh "${{CLAUDE_PLUGIN_ROOT}}/{HOOK_SCRIPT}" {spec.event}',
+            "command": (
+                f'sh "${{CLAUDE_PLUGIN_ROOT}}/{HOOK_SCRIPT}" {spec.event}'
+                f" {TIMEOUT_FLAG} {spec.timeout}"
+            ),
             "timeout": spec.timeout,
         }
         group: dict[str, Any] = {"hooks": [hook]}
@@ -141,8 +150,9 @@ def _hook_script() -> str:
         "#!/bin/sh\n"
         "# Every hook event of the Ithaca plugin runs this (hooks.json): Ithaca's hook from\n"
         "# PATH, or, on a machine without Ithaca, a block (exit 2) that names the fix.\n"
+        "# Its arguments: the event, and --timeout with the seconds Claude Code waits for it.\n"
         f"{unless_installed(missing)}\n"
-        f'exec {HOOK_PROGRAM} {HOST} "$1" --plugin\n'
+        f'exec {HOOK_PROGRAM} {HOST} "$@" --plugin\n'
     )
 
 

@@ -50,6 +50,19 @@ if TYPE_CHECKING:
 HOST = "codex"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact", "Stop")
 SESSION_ENV_FILE = "CODEX_ENV_FILE"
+# The events whose hook can stop what comes next: exit 2 blocks each (docs/hooks.md).
+BLOCKING_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop")
+# How long Codex waits for each event's hook, in seconds: the install sets it, and a hook
+# run without ``--timeout`` assumes it (docs/hooks.md "Host timeouts"). Stop's is long: the
+# end-of-turn critic may run the verification itself (critic_run).
+TIMEOUTS = {
+    "SessionStart": 10,
+    "UserPromptSubmit": 10,
+    "PreToolUse": 5,
+    "PostToolUse": 10,
+    "PreCompact": 10,
+    "Stop": 90,
+}
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 ASK_NOTE = "(Codex cannot ask the user to confirm a call, so Ithaca denies it.)"
 # The project file ``ithaca install codex`` wires its hooks into.

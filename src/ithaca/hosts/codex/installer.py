@@ -20,6 +20,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from ithaca.hosts.codex import EVENTS, TIMEOUTS
 from ithaca.hosts.codex.checked_toml import CheckedToml
 from ithaca.hosts.codex.project_config import (
     check_hooks_feature,
@@ -59,14 +60,10 @@ HOST = "codex"
 CONFIG_RELPATH = ".codex/config.toml"
 HOOKS_RELPATH = ".codex/hooks.json"
 
-# No matcher: every tool and every session source, in every Codex version.
-CODEX_EVENTS: tuple[HostEvent, ...] = (
-    HostEvent("SessionStart", None, 10),
-    HostEvent("UserPromptSubmit", None, 10),
-    HostEvent("PreToolUse", None, 5),
-    HostEvent("PostToolUse", None, 10),
-    HostEvent("PreCompact", None, 10),
-    HostEvent("Stop", None, 90),  # the critic may run the verification itself (critic_run)
+# No matcher: every tool and every session source, in every Codex version. Each event's
+# timeout is the adapter's, which the hook also assumes.
+CODEX_EVENTS: tuple[HostEvent, ...] = tuple(
+    HostEvent(event, None, TIMEOUTS[event]) for event in EVENTS
 )
 
 DEGRADED: tuple[str, ...] = (
@@ -105,7 +102,7 @@ BUNDLED: tuple[Bundled, ...] = (
 
 def hook_command(event: str) -> str:
     """The shell command Codex runs for ``event`` (see ``hosts.install.hooks``)."""
-    return host_hook_command(event, HOST)
+    return host_hook_command(event, HOST, TIMEOUTS[event])
 
 
 def install(

@@ -28,19 +28,24 @@ class HostEvent(NamedTuple):
 
 
 HOOK_PROGRAM = "ithaca-hook"
+# How the hook command tells ``ithaca-hook`` the host's timeout (``hosts.dispatch``).
+TIMEOUT_FLAG = "--timeout"
 
 
-def hook_command(event: str, host: str) -> str:
+def hook_command(event: str, host: str, timeout: int) -> str:
     """The shell command ``host`` runs for ``event``: the same text on every machine.
 
     The wiring is committed with the project, so it names no path of this machine: it
     runs the ``ithaca-hook`` on ``PATH``. Where there is none (a teammate's clone, an
     uninstalled Ithaca), it fails closed: exit code 2, which both hosts treat as a block
     of the prompt or tool call, with the reason and the fix on stderr. Any other failure
-    of a hook would let the call through.
+    of a hook would let the call through. The hook is told the ``timeout`` the host gives
+    it, so that it answers before the host stops waiting (docs/hooks.md "Host timeouts").
     """
     missing = not_installed(f"then run: ithaca install {host}")
-    return f"{unless_installed(missing)}; exec {HOOK_PROGRAM} {host} {event}"
+    return (
+        f"{unless_installed(missing)}; exec {HOOK_PROGRAM} {host} {event} {TIMEOUT_FLAG} {timeout}"
+    )
 
 
 def not_installed(then: str) -> str:
@@ -75,7 +80,7 @@ def place_hooks(
     hooks = object_at(settings, "hooks", path, create=True)
     installed = []
     for spec in events:
-        command = hook_command(spec.event, host)
+        command = hook_command(spec.event, host, spec.timeout)
         groups = _event_groups(hooks, spec.event, path, create=True)
         assert groups is not None  # created when missing
         listed = {
