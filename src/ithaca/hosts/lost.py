@@ -102,10 +102,8 @@ def opinion(event: str, call: Call | None, lost: lost_state.Lost) -> Opinion:
     if event == "PostToolUse" and lost.code in JOURNAL_LOSSES:
         # The call may be what revealed it (a database put back, a log deleted): the
         # agent hears it now, as the effect check's hold said it before.
-        return Opinion(
-            "block", lost.code, f"{lost.message} Only the user can restore it: tell them.",
-            gate="kernel",
-        )  # fmt: skip
+        told = f"{lost.message} Only the user can restore it: tell them."
+        return Opinion("block", lost.code, told, gate="kernel")
     if event not in NOTICES:
         return Opinion()
     if event == "SessionStart":
