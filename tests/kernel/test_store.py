@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,25 @@ def test_automatic_backups_are_rotated_and_others_kept(tmp_path, monkeypatch):
     assert all(made)
     names = sorted(path.name for path in backups.glob("state-*.db"))
     assert names == ["state-20000101T000000000Z.db", *(Path(str(p)).name for p in made[1:])]
+
+
+def test_a_large_database_is_copied_at_most_once_a_minute(tmp_path, monkeypatch):
+    from ithaca.kernel import store as store_module
+
+    monkeypatch.setattr(store_module, "SMALL_DATABASE_BYTES", 0)  # every database is large
+    backups = tmp_path / "backups"
+
+    def one_command(subject: str) -> None:  # a CLI command that writes, then exits
+        command = Store(tmp_path / "state.db", backups_dir=backups, auto_backup=True)
+        with command.write() as conn:
+            journal.append(conn, actor="user", kind="test.event", subject=subject, payload={})
+        command.close()
+
+    one_command("first")
+    one_command("second")  # within the minute: no second copy of a large database
+    assert len(list(backups.glob("state-*-auto.db"))) == 1
+    old = time.time() - store_module.BACKUP_EVERY_S - 1
+    for path in backups.glob("state-*-auto.db"):
+        os.utime(path, (old, old))
+    one_command("third")
+    assert len(list(backups.glob("state-*-auto.db"))) == 2

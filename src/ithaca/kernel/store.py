@@ -10,12 +10,12 @@ backup of an existing database; hooks never migrate (they report
 
 Backups, so that a lost database or a lost write-ahead log costs little (docs/architecture.md,
 backups): a store the CLI or the MCP server opens (``auto_backup``) takes a verified copy
-(``keep_backup``: SQLite's online backup API, which reads the write-ahead log too, into a
-self-contained file with a manifest, what ``ithaca doctor restore`` takes) on closing when
-it wrote since its last copy, and, for a store open longer (the MCP server's), after a
-write once its last copy is ``BACKUP_EVERY_S`` old; the newest ``AUTO_BACKUPS_KEPT`` are
-kept. A CLI command that writes thus leaves one copy holding what it wrote. Hooks never
-back up: a copy costs milliseconds per megabyte, and a hook is short.
+(``keep_backup``, ``kernel.backups``: what ``ithaca doctor restore`` takes) on closing
+when it wrote since its last copy, and, for a store open longer (the MCP server's), after
+a write once its last copy is ``BACKUP_EVERY_S`` old. A copy costs time in proportion to
+the database's size, so past ``SMALL_DATABASE_BYTES`` one is taken only once the newest
+automatic copy of any process is ``BACKUP_EVERY_S`` old; the newest ``AUTO_BACKUPS_KEPT``
+are kept. Hooks never back up: a hook has a deadline.
 """
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ from ithaca.kernel.migrations import MIGRATIONS
 # with growing pauses and is not fair, so under heavy contention one writer can wait out
 # ``busy_timeout`` while others get through; such a writer simply asks again.
 WRITE_PATIENCE_S = 30.0
-# An automatic verified backup after a write once the store's last is this old (and on
-# closing a store that wrote since); how many automatic backups are kept.
+# When a store that wrote takes an automatic verified backup: after every write while
+# the database is this small (a copy then costs about 0.1 s), else once the newest
+# automatic copy is this old (a copy costs about 3 s at 70 MB); how many are kept.
+SMALL_DATABASE_BYTES = 8 << 20
 BACKUP_EVERY_S = 60.0
-AUTO_BACKUPS_KEPT = 10
+AUTO_BACKUPS_KEPT = 5
 
 
 class Store:
@@ -82,7 +84,7 @@ class Store:
             yield conn
         if self.auto_backup:
             self._wrote = True
-            if time.monotonic() - self._backed_up_at >= BACKUP_EVERY_S:
+            if time.monotonic() - self._backed_up_at >= BACKUP_EVERY_S and self._backup_due():
                 self.keep_backup()
 
     @contextmanager
@@ -146,7 +148,7 @@ class Store:
 
     def backup(self, label: str) -> str:
         """A consistent copy of the database through SQLite's online backup API."""
-        folder = os.fspath(self.backups_dir or os.path.join(os.path.dirname(self.path), "backups"))
+        folder = self._backups_folder()
         os.makedirs(folder, exist_ok=True)
         stamp = clock.now().replace(":", "").replace("-", "").replace(".", "")
         target = os.path.join(folder, f"state-{label}-{stamp}.db")
@@ -164,7 +166,7 @@ class Store:
         ones away. The chain is re-derived only past the newest copy's head."""
         if anchor.behind(self.connection()):
             return None
-        folder = os.fspath(self.backups_dir or os.path.join(os.path.dirname(self.path), "backups"))
+        folder = self._backups_folder()
         name = backups.fresh_name(folder, backups.AUTO_SUFFIX)
         try:
             target, _ = backups.take(self.connection(), folder, name, after=_newest_head(folder))
@@ -175,8 +177,28 @@ class Store:
         _rotate(folder)
         return target
 
+    def _backup_due(self) -> bool:
+        """Whether the database is small enough to copy after every write, or its newest
+        automatic copy (any process's) is ``BACKUP_EVERY_S`` old."""
+        try:
+            size = sum(os.path.getsize(self.path + end) for end in ("", "-wal"))
+        except OSError:
+            size = 0
+        if size <= SMALL_DATABASE_BYTES:
+            return True
+        folder = self._backups_folder()
+        auto = _automatic(folder)
+        try:
+            newest = os.path.getmtime(os.path.join(folder, auto[-1])) if auto else 0.0
+        except OSError:
+            newest = 0.0
+        return time.time() - newest >= BACKUP_EVERY_S
+
+    def _backups_folder(self) -> str:
+        return os.fspath(self.backups_dir or os.path.join(os.path.dirname(self.path), "backups"))
+
     def close(self) -> None:
-        if self.auto_backup and self._wrote:
+        if self.auto_backup and self._wrote and self._backup_due():
             self.keep_backup()
         with self._lock:
             for conn in self._connections:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ithaca.delivery.units import owners as processes
-from ithaca.delivery.units.rollback import KERNEL_TEMP_NAME
+from ithaca.kernel.files import TEMP_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class PendingUnit:
     def holds_temp(self, path: str) -> bool:
         """Whether ``path`` is a kernel temp beside one of the unit's targets."""
         folder, _, name = path.rpartition("/")
-        return KERNEL_TEMP_NAME.fullmatch(name) is not None and any(
+        return TEMP_NAME.fullmatch(name) is not None and any(
             found["path"].rpartition("/")[0] == folder for found in self.targets
         )
 

@@ -20,17 +20,13 @@ holds is left alone: deleting it would fail that write.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from typing import Any
 
 from ithaca.delivery.units import registry
 from ithaca.delivery.units.folders import digest_at, file_type, open_folders, rename_folder
 from ithaca.kernel import canon
-from ithaca.kernel.files import abandoned, remove_confined, write_atomic
-
-# The exact name ``kernel.files.write_atomic`` gives its temp file (``secrets.token_hex(8)``).
-KERNEL_TEMP_NAME = re.compile(r"\.ithaca-[0-9a-f]{16}\.tmp")
+from ithaca.kernel.files import TEMP_NAME, abandoned, remove_confined, write_atomic
 
 
 def roll_back(
@@ -78,7 +74,7 @@ def _sweep_temps(state_root: str, path: str, expected: str, created: list[str]) 
     try:
         swept = False
         for name in os.listdir(folder_fd):
-            if not KERNEL_TEMP_NAME.fullmatch(name) or file_type(folder_fd, name) != stat.S_IFREG:
+            if not TEMP_NAME.fullmatch(name) or file_type(folder_fd, name) != stat.S_IFREG:
                 continue
             if made or digest_at(folder_fd, name) == expected:
                 os.unlink(name, dir_fd=folder_fd)
