@@ -18,6 +18,7 @@ import math
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -86,7 +87,10 @@ def new_project(root: Path) -> Any:
 
     (root / "home" / "config.toml").write_text(f'user_id = "{BENCH_USER}"\n', encoding="utf-8")
     state = root / "project" / ".ithaca"
-    state.mkdir()
+    state.mkdir(parents=True)
+    # A repository of its own: a stray .git in /tmp (a Codex sandbox leaves one there
+    # while it runs) would otherwise make /tmp the project.
+    subprocess.run(["git", "init", "-q", str(root / "project")], check=True)
     (state / "config.toml").write_text(
         f'[protocols]\nproject_id = "{BENCH_PROJECT}"\nclient_id = "{BENCH_CLIENT}"\n',
         encoding="utf-8",

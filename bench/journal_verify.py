@@ -41,9 +41,6 @@ def main() -> int:
     args = parser(__doc__.splitlines()[0]).parse_args()
     total = EVENTS // 10 if args.quick else EVENTS
     with scratch() as root:
-        # A repository of its own: a stray .git in /tmp (a Codex sandbox leaves one
-        # there while it runs) would otherwise make /tmp the project.
-        subprocess.run(["git", "init", "-q", str(root / "project")], check=True)
         project = new_project(root)
         began = time.perf_counter()
         append(project, total)
