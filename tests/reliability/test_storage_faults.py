@@ -161,6 +161,34 @@ def over_mcp(
     return anyio.run(session)
 
 
+def hook_denial(root: Path, code: str) -> str:
+    """The reason Claude Code's ``PreToolUse`` hook, run as the host runs it, gives for
+    denying a ``Write`` in ``root``: it must name ``code`` and no lost state."""
+    payload = {
+        "session_id": "s-storage",
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(root / "notes.txt"), "content": "hello"},
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ithaca-hook"), "claude", "PreToolUse"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=False,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny", answer
+    reason = str(answer["permissionDecisionReason"])
+    assert code in reason, reason
+    for words in LOST_STATE_WORDS:
+        assert words not in reason, reason
+    return reason
+
+
 def tool_error(result: CallToolResult, code: str) -> dict[str, Any]:
     """The ``{code, message, details}`` of a tool call that must fail with ``code``: the
     same JSON as text and as structured content, as every refusal is."""
@@ -193,6 +221,7 @@ def test_a_full_disk_is_disk_full_for_every_command_and_nothing_is_lost(
     for args in (["status"], ["record", "baseline", "initialize", "--data", "{}", "--key", "k3"]):
         error = refused_json(ithaca(root, *args, "--json"), "DISK_FULL")
         assert error["details"]["path"] == str(root / DB)
+    assert "free some space" in hook_denial(root, "DISK_FULL")
 
     filler.unlink()  # the user frees some space
     assert record(root, "k1").returncode == 0
@@ -234,6 +263,7 @@ def test_a_read_only_file_system_is_named_with_remounting_as_its_fix(
     (result,) = over_mcp(root, [("record", record_request("b1"))])
     error = tool_error(result, "READ_ONLY_FILESYSTEM")
     assert "remount it read-write" in error["message"]
+    assert "remount it read-write" in hook_denial(root, "READ_ONLY_FILESYSTEM")
 
 
 @pytest.mark.parametrize("closed", ["the state folder", "the database"])

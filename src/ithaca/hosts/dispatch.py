@@ -341,12 +341,13 @@ def _open(project: Project) -> tuple[sqlite3.Connection | None, bool, lost_state
         if conn is not None:
             conn.close()
         lost = _lost_database(project, getattr(exc, "message", None) or str(exc))
-        if lost is None or lost.details.get("problem") != "permission":
-            from ithaca.kernel import storage_fault
+        from ithaca.kernel import storage_fault
 
-            fault = storage_fault(exc, project.db_path)
-            if fault is not None:  # a full disk, a read-only mount, a lock: nothing is lost
-                raise fault from exc
+        fault = storage_fault(exc, project.db_path)
+        # A full disk, a read-only mount, a lock: nothing is lost. (A database the user
+        # may not open keeps the lost-state code its restore is documented under.)
+        if fault is not None and (lost is None or fault.code != "PERMISSION_DENIED"):
+            raise fault from exc
         if lost is None:
             raise  # not lost, and no storage fault: the failure policy answers
         return None, False, lost
