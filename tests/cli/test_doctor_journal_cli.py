@@ -6,19 +6,15 @@ the hooks run as the user runs them, as processes of their own."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import claude_hook, ithaca
 
 from ithaca.kernel import Store, journal
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
-HOOK = str(Path(sys.executable).parent / "ithaca-hook")
 SESSION = "33333333-3333-4333-8333-333333333333"
 OLD_ROW = 10
 # Each an edit made behind Ithaca's back, as `sqlite3 state.db` would make it.
@@ -33,19 +29,6 @@ EDITS = {
 }
 
 
-def ithaca(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [ITHACA, *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
-        timeout=120,
-    )
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
-
-
 def doctor(root: Path) -> dict[str, Any]:
     done = ithaca(root, "doctor", "--json")
     report: dict[str, Any] = json.loads(done.stdout)
@@ -56,13 +39,7 @@ def doctor(root: Path) -> dict[str, Any]:
 def hook(root: Path, command: str) -> None:
     """One PreToolUse and one PostToolUse of Claude Code, through the installed hook."""
     for event in ("PreToolUse", "PostToolUse"):
-        payload = {"session_id": SESSION, "cwd": str(root), "hook_event_name": event,
-                   "tool_name": "Bash", "tool_input": {"command": command}}  # fmt: skip
-        done = subprocess.run(
-            [HOOK, "claude", event], input=json.dumps(payload), capture_output=True, text=True,
-            env={**os.environ, "CLAUDE_PROJECT_DIR": str(root)}, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        claude_hook(root, event, "Bash", {"command": command}, SESSION)
 
 
 def broken_rows(report: dict[str, Any]) -> set[int]:

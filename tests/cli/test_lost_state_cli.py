@@ -5,13 +5,12 @@ do restore it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests import command_line
 from tests.conftest import TerminalRun
 from tests.lost_states import CASES, as_an_ordinary_user, deleted, garbage, with_backup
 
@@ -19,22 +18,10 @@ from ithaca.kernel import lost_state
 from ithaca.kernel.lost_state import record_path
 from ithaca.kernel.project import find_project
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
-
 
 def ithaca(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``ithaca ARGS`` in a terminal at ``root``, as the user runs it."""
-    done = subprocess.run(
-        [ITHACA, *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
-        preexec_fn=as_an_ordinary_user,
-        timeout=120,
-    )
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
+    """``ithaca ARGS`` in a terminal at ``root``, as an ordinary user runs it."""
+    return command_line.ithaca(root, *args, preexec_fn=as_an_ordinary_user)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from tests import needs
 from tests.accepted import accept
+from tests.command_line import claude_hook
 
 SESSION = "11111111-1111-4111-8111-111111111111"
 OTHER = "22222222-2222-4222-8222-222222222222"
@@ -40,26 +41,7 @@ def hook(
     root: Path, event: str, tool: str, tool_input: dict[str, str], session: str = SESSION
 ) -> dict[str, str]:
     """What the hook process answers: ``effect`` (allow when it said nothing) and ``text``."""
-    payload = {"session_id": session, "cwd": str(root), "hook_event_name": event,
-               "tool_name": tool, "tool_input": tool_input}  # fmt: skip
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ithaca"), "hook", "claude", event],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CLAUDE_PROJECT_DIR": str(root)},
-    )
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout) if done.stdout else {}
-    specific = answer.get("hookSpecificOutput", {})
-    if "permissionDecision" in specific:
-        return {
-            "effect": specific["permissionDecision"],
-            "text": specific["permissionDecisionReason"],
-        }
-    if answer.get("decision") == "block":
-        return {"effect": "block", "text": answer["reason"]}
-    return {"effect": "allow", "text": json.dumps(answer)}
+    return claude_hook(root, event, tool, tool_input, session)
 
 
 def touch_file(root: Path, session: str = SESSION) -> dict[str, str]:

@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tests.accepted import accept
 from tests.hosts.test_effects import (
-    SESSION,
     TEAM_RULE,
     after_shell,
+    hook,
     ithaca,
     journal_kinds,
     touch_file,
@@ -52,31 +50,6 @@ def in_place(path: Path, old: bytes, new: bytes) -> None:
         before.st_size,
         before.st_mtime_ns,
     )
-
-
-def answer(root: Path, event: str, tool: str, tool_input: dict[str, str]) -> dict[str, str]:
-    """The hook's answer, given a minute at most: a hook that waits on a FIFO fails here."""
-    payload = {"session_id": SESSION, "cwd": str(root), "hook_event_name": event,
-               "tool_name": tool, "tool_input": tool_input}  # fmt: skip
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ithaca"), "hook", "claude", event],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CLAUDE_PROJECT_DIR": str(root)},
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    said = json.loads(done.stdout) if done.stdout else {}
-    specific = said.get("hookSpecificOutput", {})
-    if "permissionDecision" in specific:
-        return {
-            "effect": specific["permissionDecision"],
-            "text": specific["permissionDecisionReason"],
-        }
-    if said.get("decision") == "block":
-        return {"effect": "block", "text": said["reason"]}
-    return {"effect": "allow", "text": json.dumps(said)}
 
 
 @pytest.fixture
@@ -136,10 +109,10 @@ def test_a_fifo_where_the_team_config_belongs_is_refused_without_waiting(with_ru
     config = with_rule / ".ithaca/config.toml"
     config.unlink()
     os.mkfifo(config)
-    denied = answer(with_rule, "PreToolUse", "Bash", {"command": "touch notes.txt"})
+    denied = hook(with_rule, "PreToolUse", "Bash", {"command": "touch notes.txt"})
     assert denied["effect"] == "deny" and "INVALID_CONFIG" in denied["text"]
     assert "a FIFO, not a regular file" in denied["text"]
-    assert answer(with_rule, "PostToolUse", "Bash", {"command": "mkfifo …"})["effect"] == "allow"
+    assert hook(with_rule, "PostToolUse", "Bash", {"command": "mkfifo …"})["effect"] == "allow"
 
 
 @pytest.mark.parametrize("where", [TEAM_RULE, ".ithaca/.runtime/installs/claude.json"])
@@ -147,9 +120,9 @@ def test_a_fifo_where_a_protected_file_belongs_locks_the_session_without_waiting
     path = with_rule / where
     path.unlink()
     os.mkfifo(path)
-    held = answer(with_rule, "PostToolUse", "Bash", {"command": "mkfifo …"})
+    held = hook(with_rule, "PostToolUse", "Bash", {"command": "mkfifo …"})
     assert held["effect"] == "block" and f"{where}: is a FIFO" in held["text"]
-    assert answer(with_rule, "PreToolUse", "Bash", {"command": "touch x"})["effect"] == "deny"
+    assert hook(with_rule, "PreToolUse", "Bash", {"command": "touch x"})["effect"] == "deny"
 
 
 def test_a_forged_configuration_cache_is_rebuilt_and_locks_the_session(with_rule):

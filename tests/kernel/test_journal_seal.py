@@ -14,53 +14,22 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import claude_hook, doctor_codes, ithaca
 from tests.conftest import TerminalRun
 
 from ithaca.kernel import Store, anchor, journal, journal_pages
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
-HOOK = str(Path(sys.executable).parent / "ithaca-hook")
 SESSION = "44444444-4444-4444-8444-444444444444"
 RUNTIME = ".ithaca/.runtime"
 
 
-def ithaca(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [ITHACA, *args], cwd=root, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
-    )  # fmt: skip
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
-
-
-def doctor_codes(root: Path) -> set[str]:
-    report = json.loads(ithaca(root, "doctor", "--json").stdout)
-    return {finding["code"] for finding in report["findings"]}
-
-
 def hook(root: Path, command: str, event: str = "PreToolUse") -> dict[str, Any]:
     """Claude Code's hook on a ``Bash`` call: ``{"effect", "text"}``."""
-    payload = {"session_id": SESSION, "cwd": str(root), "hook_event_name": event,
-               "tool_name": "Bash", "tool_input": {"command": command}}  # fmt: skip
-    done = subprocess.run(
-        [HOOK, "claude", event], input=json.dumps(payload), capture_output=True, text=True,
-        env={**os.environ, "CLAUDE_PROJECT_DIR": str(root)}, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout) if done.stdout else {}
-    specific = answer.get("hookSpecificOutput", {})
-    if "permissionDecision" in specific:
-        return {
-            "effect": specific["permissionDecision"],
-            "text": specific["permissionDecisionReason"],
-        }
-    return {"effect": "allow", "text": json.dumps(answer)}
+    return claude_hook(root, event, "Bash", {"command": command}, SESSION)
 
 
 def work(root: Path, calls: int = 3) -> None:

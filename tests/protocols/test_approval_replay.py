@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from tests.accepted import accept
+from tests.command_line import doctor_codes
 from tests.conftest import TerminalRun
 
 from ithaca.app import open_project
@@ -54,11 +55,6 @@ def publish(root: Path) -> tuple[str, str]:
     if decision == "allow":
         hook(root, "PostToolUse", **tool, tool_response={"stdout": "", "exit_code": 0})
     return decision, answer.get("permissionDecisionReason", "")
-
-
-def doctor_codes(root: Path) -> set[str]:
-    done = subprocess.run([ITHACA, "doctor", "--json"], cwd=root, capture_output=True, text=True)
-    return {finding["code"] for finding in json.loads(done.stdout)["findings"]}
 
 
 @pytest.fixture(params=["sandboxed", "unsandboxed"])

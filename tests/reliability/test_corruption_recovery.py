@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import command_line
 from tests.conftest import TerminalRun
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
 DB = Path(".ithaca/.runtime/state.db")
 BACKUPS = Path(".ithaca/.runtime/backups")
 RUNTIME = Path(".ithaca/.runtime")
@@ -40,16 +40,9 @@ PAUSE_S = 0.05  # between looks for a child that stopped itself
 
 
 def ithaca(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [ITHACA, *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
-        timeout=180,
-    )
+    """``ithaca ARGS`` at ``root``, whose messages name paths, never descriptors."""
+    done = command_line.ithaca(root, *args, timeout=180)
     shown = done.stdout + done.stderr
-    assert "Traceback" not in shown, shown
     assert "/proc/self/fd" not in shown and not re.search(r"\bfd \d", shown), shown
     return done
 

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.command_line import ithaca
 
 from ithaca import init_project
 from ithaca.kernel import Store, anchor, journal
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
 HOOK = str(Path(sys.executable).parent / "ithaca-hook")
 RUNTIME = Path(".ithaca") / ".runtime"
 
@@ -54,15 +54,6 @@ def fill(folder: Path) -> Path:
         except OSError:
             pass
     return filler
-
-
-def ithaca(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [ITHACA, *args], cwd=root, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
-    )  # fmt: skip
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
 
 
 def head(root: Path) -> tuple[int, str]:

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import doctor_codes
 
 from ithaca.app import IthacaProject, open_project
 from ithaca.delivery.ledger.format import LEDGER_PATH, parse
 from ithaca.delivery.sync import tool as sync
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
 SESSIONS = 4
 TASKS_PER_SESSION = 6
 # Generous: each process only waits for the others' transactions.
@@ -203,14 +203,6 @@ def _temps(root: Path) -> list[str]:
     )
 
 
-def _doctor_codes(root: Path) -> set[str]:
-    """The codes ``ithaca doctor --json`` reports, run as a user would."""
-    shown = subprocess.run(
-        [ITHACA, "--project", str(root), "doctor", "--json"], capture_output=True, text=True
-    )
-    return {finding["code"] for finding in json.loads(shown.stdout)["findings"]}
-
-
 def _stop_after_ledger_write(child: subprocess.Popen[str], db: Path, ledger: Path) -> bytes:
     """Stop ``child`` (SIGSTOP) once its publish wrote the ledger and before it commits:
     the test takes the store's write lock whenever a publish intent is pending, so the
@@ -268,7 +260,7 @@ def test_a_publish_stopped_then_killed_before_its_commit_undoes_no_completion(
         inspected = _sync(project, "inspect")
         assert inspected["status"] == "publishing", inspected
         project.close()
-        assert "LEDGER_PUBLISH_IN_PROGRESS" in _doctor_codes(root)
+        assert "LEDGER_PUBLISH_IN_PROGRESS" in doctor_codes(root)
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
@@ -277,7 +269,7 @@ def test_a_publish_stopped_then_killed_before_its_commit_undoes_no_completion(
     # The file still holds what the dead publish wrote and never committed: importing it
     # now settles the dead unit first (its file put back), and applies nothing of it.
     assert ledger.read_bytes() == written
-    assert "LEDGER_UNCOMMITTED" in _doctor_codes(root)
+    assert "LEDGER_UNCOMMITTED" in doctor_codes(root)
     project = open_project(root)
     try:
         assert project.delivery.recovered  # the service recovered the dead writer's unit

@@ -23,23 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import doctor_codes, ithaca
 from tests.conftest import TerminalRun
 
-ITHACA = str(Path(sys.executable).parent / "ithaca")
 HOOK = str(Path(sys.executable).parent / "ithaca-hook")
 SESSION = "55555555-5555-4555-8555-555555555555"
 RUNTIME = Path(".ithaca") / ".runtime"
 DB = RUNTIME / "state.db"
 RECORDS = 3
-
-
-def ithaca(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [ITHACA, *args], cwd=root, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
-    )  # fmt: skip
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
 
 
 def record(root: Path, n: int) -> None:
@@ -60,11 +51,6 @@ def hook(root: Path, command: str) -> str:
     answer = json.loads(done.stdout) if done.stdout.strip() else {}
     specific = answer.get("hookSpecificOutput", {})
     return str(specific.get("permissionDecisionReason", ""))
-
-
-def doctor_codes(root: Path) -> set[str]:
-    report = json.loads(ithaca(root, "doctor", "--json").stdout)
-    return {finding["code"] for finding in report["findings"]}
 
 
 def kept_notes(root: Path) -> list[int]:

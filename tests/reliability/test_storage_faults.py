@@ -25,6 +25,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
+from tests.command_line import claude_hook
 
 from ithaca import init_project
 
@@ -162,31 +163,15 @@ def over_mcp(
 
 
 def hook_denial(root: Path, code: str) -> str:
-    """The reason Claude Code's ``PreToolUse`` hook, run as the host runs it, gives for
-    denying a ``Write`` in ``root``: it must name ``code`` and no lost state."""
-    payload = {
-        "session_id": "s-storage",
-        "cwd": str(root),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Write",
-        "tool_input": {"file_path": str(root / "notes.txt"), "content": "hello"},
-    }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ithaca-hook"), "claude", "PreToolUse"],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        cwd=root,
-        check=False,
-    )
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    answer = json.loads(done.stdout)["hookSpecificOutput"]
-    assert answer["permissionDecision"] == "deny", answer
-    reason = str(answer["permissionDecisionReason"])
-    assert code in reason, reason
+    """The reason Claude Code's ``PreToolUse`` hook gives for denying a ``Write`` in
+    ``root``: it must name ``code`` and no lost state."""
+    write = {"file_path": str(root / "notes.txt"), "content": "hello"}
+    answer = claude_hook(root, "PreToolUse", "Write", write, "s-storage")
+    assert answer["effect"] == "deny", answer
+    assert code in answer["text"], answer["text"]
     for words in LOST_STATE_WORDS:
-        assert words not in reason, reason
-    return reason
+        assert words not in answer["text"], answer["text"]
+    return answer["text"]
 
 
 def tool_error(result: CallToolResult, code: str) -> dict[str, Any]:
