@@ -1,4 +1,5 @@
-"""``archive``: close a change into ``changes/archive/<UTC yyyy-mm-dd>-<id>/`` (reference §10).
+"""``archive``: close a change into ``changes/archive/<UTC yyyy-mm-dd>-<id>/``
+(docs/delivery.md, "archive").
 
 The original refused to archive a change that had decisions, and insisted on a ready
 baseline; here neither matters. Only what must not happen is an error: an unknown

@@ -1,4 +1,5 @@
-"""The SessionStart breadcrumb: where delivery stands, in four short lines (reference §12).
+"""The SessionStart breadcrumb: where delivery stands, in four short lines
+(docs/delivery.md, "Hooks").
 
 An agent that starts fresh, or comes back from a compaction, has lost track of which
 change and task it was on. The breadcrumb tells it in a few lines and points to the full

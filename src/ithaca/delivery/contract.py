@@ -1,4 +1,4 @@
-"""The common tool contract every delivery tool shares (reference §3.2–§3.3).
+"""The common tool contract every delivery tool shares (docs/delivery.md, "Advisory or refused").
 
 Semantic gaps are answers, not failures: a tool reports them as diagnostics
 ``{code, severity, message, subject?}`` and still does its work. Errors are kept for the

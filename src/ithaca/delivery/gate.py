@@ -1,4 +1,5 @@
-"""Delivery inside host hooks (reference §12): breadcrumb, compaction snapshot, managed files.
+"""Delivery inside host hooks: breadcrumb, compaction snapshot, managed files
+(docs/delivery.md, "Hooks").
 
 SessionStart: when there is active work (an open change, a running execution session, or
 a file intent waiting for recovery) the agent gets a short breadcrumb naming the change,

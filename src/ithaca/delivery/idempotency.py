@@ -1,4 +1,4 @@
-"""Idempotency keys: a retried mutation replays its first answer (reference §3.4).
+"""Idempotency keys: a retried mutation replays its first answer (docs/delivery.md, "Idempotency").
 
 The key is bound to what was asked: ``request_digest = digest({tool, operation, input})``
 over the normalised input (defaults filled, sets sorted), without the key. The same key

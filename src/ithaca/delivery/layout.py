@@ -17,7 +17,8 @@ from ithaca.kernel.errors import InvalidInput
 
 CHANGES_ACTIVE = "changes/active"
 BASELINE_DECISIONS = "decisions/baseline"
-# Where copied artifacts may go, relative to their scope's folder (reference §6.6).
+# Where copied artifacts may go, relative to their scope's folder
+# (docs/delivery.md, "The record tool").
 CHANGE_SUBFOLDERS = (
     "research/",
     "delta/",

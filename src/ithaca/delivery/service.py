@@ -1,12 +1,14 @@
 """The delivery service: the one path the MCP tools, the CLI and Python take.
 
 Opening the service settles recoverable units left by processes that died mid-write
-(reference §3.5): their files are rolled back, or their post-commit work finished,
-before anything new is written. Hooks never open it (they never recover or migrate).
-Every delivery tool (``record``, ``context``, ``checkpoint``, ``archive``, ``sync``,
-``session``, ``doctor``) is a method here, so each one runs after that recovery.
+(docs/delivery.md, "Recoverable units"): their files are rolled back, or their
+post-commit work finished, before anything new is written. Hooks never open it (they
+never recover or migrate). Every delivery tool (``record``, ``context``, ``checkpoint``,
+``archive``, ``sync``, ``session``, ``doctor``) is a method here, so each one runs after
+that recovery.
 
-The team ledger is kept in step here, in one place, around the tools (§8.2):
+The team ledger is kept in step here, in one place, around the tools
+(docs/delivery.md, "The team ledger: sync"):
 
 - before a mutating call (``record``, ``checkpoint``, ``archive``, ``session`` acquire
   and close; not heartbeat, not reads) the ledger file is imported when it moved since
@@ -43,7 +45,8 @@ from ithaca.kernel.errors import Conflict, IthacaError
 from ithaca.kernel.project import Project
 from ithaca.kernel.store import Store
 
-# The record entries whose commit changes what the ledger shares (§8.2 publish triggers).
+# The record entries whose commit changes what the ledger shares
+# (the publish triggers of docs/delivery.md, "The team ledger: sync").
 PUBLISHING_ENTRIES = frozenset(
     {
         ("change_contract", "open"),
@@ -85,18 +88,20 @@ class DeliveryService:
         return self._around(answer, imported, publish=changed)
 
     def archive(self, arguments: Any) -> dict[str, Any]:
-        """``archive {change_id, payload, idempotency_key}`` (reference §10)."""
+        """``archive {change_id, payload, idempotency_key}`` (docs/delivery.md, "archive")."""
         change_id = arguments.get("change_id") if isinstance(arguments, dict) else None
         imported = self._import([f"change:{change_id}"] if isinstance(change_id, str) else [])
         answer = archive.archive_change(self.project, self.store, self.config, arguments)
         return self._around(answer, imported, publish=not answer.get("replayed"))
 
     def context(self, arguments: Any) -> dict[str, Any]:
-        """``context {stage?, scope?, detail?, cursor?}``: read-only (reference §5)."""
+        """``context {stage?, scope?, detail?, cursor?}``: read-only
+        (docs/delivery.md, "context")."""
         return context.context(self.project, self.store, self.config, arguments)
 
     def checkpoint(self, arguments: Any) -> dict[str, Any]:
-        """``checkpoint {stage, scope, operation?, payload?, idempotency_key}`` (§7)."""
+        """``checkpoint {stage, scope, operation?, payload?, idempotency_key}``
+        (docs/delivery.md, "checkpoint")."""
         request = checkpoint_request.parse(arguments)
         imported = self._import(_checkpoint_records(request))
         answer = checkpoints.checkpoint(
@@ -107,11 +112,13 @@ class DeliveryService:
         return self._around(answer, imported, publish=accepted and fresh)
 
     def sync(self, arguments: Any) -> dict[str, Any]:
-        """``sync {action, resolve?, idempotency_key?}``: the team ledger (§8)."""
+        """``sync {action, resolve?, idempotency_key?}``: the team ledger
+        (docs/delivery.md, "The team ledger: sync")."""
         return sync.sync(self.project, self.store, self.config, arguments, units=self.units)
 
     def session(self, arguments: Any, *, force: bool = False) -> dict[str, Any]:
-        """``session {operation, ...}``: execution sessions and leases (§9). ``force`` is
+        """``session {operation, ...}``: execution sessions and leases
+        (docs/delivery.md, "Execution: session and Worker Packets"). ``force`` is
         the user's takeover of a live lease (the CLI, after its confirmation)."""
         found = sessions.parse(arguments)
         operation = found["operation"]
@@ -132,7 +139,7 @@ class DeliveryService:
         return import_peer(self, arguments)
 
     def doctor(self, arguments: Any) -> dict[str, Any]:
-        """``doctor {operation: inspect|repair}`` (§11)."""
+        """``doctor {operation: inspect|repair}`` (docs/delivery.md, "doctor")."""
         return doctor.doctor(self.project, self.store, self.config, arguments)
 
     # --- the user's operations (the CLI, after its own confirmation) ----------------------
@@ -154,7 +161,8 @@ class DeliveryService:
     def run_plan(
         self, change_id: str, *, max_parallel: int | None = None, dry_run: bool = False
     ) -> dict[str, Any]:
-        """``ithaca run-plan CHANGE``: run or resume the change's accepted plan (§9.6)."""
+        """``ithaca run-plan CHANGE``: run or resume the change's accepted plan
+        (docs/delivery.md, "ithaca run-plan")."""
         from ithaca.delivery.run_plan.dispatcher import run_plan
 
         return run_plan(
@@ -167,7 +175,8 @@ class DeliveryService:
         )
 
     def reset_circuit(self, task_id: str) -> dict[str, Any]:
-        """``ithaca session reset-circuit TASK``: the task may run again (§9.5)."""
+        """``ithaca session reset-circuit TASK``: the task may run again
+        (docs/delivery.md, "Execution: session and Worker Packets")."""
         from ithaca.delivery.sessions.close import reset_circuit
 
         return reset_circuit(self.store, task_id)
@@ -182,13 +191,15 @@ class DeliveryService:
         return edits.ledger.state_digest, len(edits.edited), lines
 
     def rehash(self, state_digest: str, idempotency_key: str) -> dict[str, Any]:
-        """``sync import --rehash``: accept the reviewed hand edits (user only, §8.2)."""
+        """``sync import --rehash``: accept the reviewed hand edits
+        (user only; docs/delivery.md, "The team ledger: sync")."""
         return sync.rehash(
             self.project, self.store, self.config, state_digest, idempotency_key, units=self.units
         )
 
     def register_merge_driver(self, command: str | None = None) -> list[str]:
-        """Register the ledger's Git merge driver; what it changed (§8.3)."""
+        """Register the ledger's Git merge driver; what it changed
+        (docs/delivery.md, "The team ledger: sync")."""
         from ithaca.delivery.ledger.driver_setup import register
 
         return register(self.project, command)

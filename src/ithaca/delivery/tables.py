@@ -1,4 +1,4 @@
-"""The delivery part's tables (reference §4), migration 6.
+"""The delivery part's tables, migration 6 (docs/architecture.md, "Store").
 
 Rows hold what queries and constraints need; the rest is canonical JSON under
 ``CHECK(json_valid(..))``. The partial unique indexes carry the rules that must hold

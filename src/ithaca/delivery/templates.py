@@ -18,7 +18,7 @@ from ithaca.kernel import canon, journal
 
 TASK_OUTPUT_PATH = "reports/templates/task-output.schema.json"
 
-# The default worker output (delivery reference §9.4).
+# The default worker output (docs/delivery.md, "Execution: session and Worker Packets").
 TASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "ithaca task output",

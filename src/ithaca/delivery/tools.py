@@ -2,10 +2,10 @@
 
 Each method checks its own request (``ithaca.delivery.contract``) against the schema of
 the module that owns the request; tools/list carries its top level (``outline``: every
-field typed, limits and nested fields checked server-side, delivery reference §3.2). The
-seven tool objects (titles, hints and output schemas included) must fit in 6 KiB of
-tools/list, so the output schemas type only each tool's main field and ``journal_seq``
-(null when nothing was written).
+field typed, limits and nested fields checked server-side;
+see docs/architecture.md, "The MCP surface"). The seven tool objects (titles, hints and
+output schemas included) must fit in 6 KiB of tools/list, so the output schemas type only
+each tool's main field and ``journal_seq`` (null when nothing was written).
 
 The hints (``ithaca.kernel.tools``): every delivery mutation but ``session heartbeat``
 and ``doctor repair`` carries an ``idempotency_key``, and the same key replays the first

@@ -1,12 +1,13 @@
 """Describe a hook call once, the same way for every gate (DESIGN.md, kernel contract 1).
 
-The tool-class table is protocols §9.1 plus Codex's tools: its shell tools (``Bash`` in
-hook payloads; ``exec_command``, ``shell_command``, ``shell`` and ``local_shell`` where a
-command arrives as a string or an argv list), ``apply_patch`` (an edit whose targets are
-the patch's file lines) and the function tools that only read (images, MCP resources,
-``tool_search``), and Claude Code's tools that only look things up (``ToolSearch`` loads
-a deferred tool's schema, ``Skill`` a skill's text): under tool search, the agent cannot
-even see ``load_protocols`` without them.
+The tool-class table is Claude Code's tools (docs/hooks.md, "What counts as mutating")
+plus Codex's tools: its shell tools (``Bash`` in hook payloads; ``exec_command``,
+``shell_command``, ``shell`` and ``local_shell`` where a command arrives as a string or an
+argv list), ``apply_patch`` (an edit whose targets are the patch's file lines) and the
+function tools that only read (images, MCP resources, ``tool_search``), and Claude Code's
+tools that only look things up (``ToolSearch`` loads a deferred tool's schema, ``Skill`` a
+skill's text): under tool search, the agent cannot even see ``load_protocols`` without
+them.
 A shell call whose every command runs the Ithaca CLI is class ``ithaca``: Ithaca's own
 commands have their own gates, and the strict protocols gate must never block them. That
 holds only for a call that does nothing else; a line that also writes a file through a

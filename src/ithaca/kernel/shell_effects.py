@@ -1,5 +1,5 @@
 """What a parsed shell line does to files: the paths it writes, and whether it can change
-anything at all (ulysses §5.3).
+anything at all (docs/hooks.md, "What counts as mutating").
 
 The kernel guard and the path rules judge a shell call by the files it would change, as an
 ``Edit`` is judged by its ``file_path``. Beyond output redirections, this knows the
@@ -274,7 +274,7 @@ def is_read_only(
     tests_are_read_only: bool = True,
     extra_read_only: tuple[str, ...] | frozenset[str] = (),
 ) -> bool:
-    """True when no command of the line can change anything (ulysses §5.3)."""
+    """True when no command of the line can change anything."""
     if parsed.unparseable or parsed.opaque:
         return False
     return all(

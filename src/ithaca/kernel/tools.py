@@ -82,7 +82,7 @@ _OUTLINE_KEYWORDS = ("type", "enum", "const", "anyOf")
 def outline(schema: dict[str, Any]) -> dict[str, Any]:
     """The top level of an object schema, each property typed but not constrained (no
     patterns, lengths or nested fields): what tools/list carries of a request that the
-    service checks against ``schema`` in full (delivery reference §3.2)."""
+    service checks against ``schema`` in full (docs/architecture.md, "The MCP surface")."""
     published: dict[str, Any] = {
         "type": "object",
         "properties": {

@@ -1,7 +1,7 @@
 """Typed constraints: which of a bundle's constraints fire on one tool call.
 
 A protocol's ``rules`` are prose for the model; its ``constraints`` are the part code can
-check before a call runs (protocols reference §9.3). This module is pure: it takes
+check before a call runs (docs/protocols.md, "Constraints"). This module is pure: it takes
 already-validated constraint dicts and a classified ``Call`` and says which constraints
 fire, with a reason code and a sentence for the user. Reading state predicates, approval
 records and the host's answer belongs to the enforcer, which passes in a ``state``
@@ -113,7 +113,8 @@ def parse_command_pattern(pattern: str) -> tuple[tuple[str, ...], tuple[str, ...
 
 
 def command_pattern_matches(pattern: str, argv: Sequence[str]) -> bool:
-    """Whether one simple command's argv matches a command pattern (reference §9.3).
+    """Whether one simple command's argv matches a command pattern (docs/protocols.md,
+    "Constraints").
 
     The pattern's non-option tokens must glob-match, in order, a prefix of the command's
     non-option tokens, with ``argv[0]`` compared by basename. Each option token of the
@@ -228,7 +229,7 @@ def _literal_prefix(target: str) -> str | None:
 
 
 def path_pattern_matches(pattern: str, target: str) -> bool:
-    """Whether a write target matches a path glob (reference §9.3).
+    """Whether a write target matches a path glob (docs/protocols.md, "Constraints").
 
     ``*`` matches within one segment and ``**`` any number of segments, none included (so
     ``secrets/**`` also covers ``rm -r secrets``). A pattern without ``/`` matches the

@@ -1,4 +1,5 @@
-"""Pre-execution enforcement of a bundle, on PreToolUse (reference §9).
+"""Pre-execution enforcement of a bundle, on PreToolUse (docs/protocols.md, "Constraints"
+and "Strict mode").
 
 In strict mode a mutating call waits until the current prompt's bundle is loaded; then
 every typed constraint of the bundle votes deny, ask or approval, and the most severe

@@ -92,7 +92,7 @@ def prepare(
     event_id: str | None = None,
     explicit: dict[str, str | None] | None = None,
 ) -> Admission:
-    """Resolve an event's fields (reference §3.1); writes nothing.
+    """Resolve an event's fields (docs/protocols.md, "How a turn works"); writes nothing.
 
     ``explicit`` holds context values a trusted caller (the CLI's ``admit``) supplies.
     """

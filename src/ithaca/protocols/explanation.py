@@ -1,4 +1,5 @@
-"""Why an event gets the bundle it gets, record by record (reference §10 ``explain``).
+"""Why an event gets the bundle it gets, record by record (docs/protocols.md, "Writing a
+team protocol").
 
 This answers "why did this prompt get these rules?" and changes nothing. It shows each
 record's status for the event (matched, no match and on which keys, disabled, corrupt),
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def explain(service: ProtocolsService, event_id: str) -> dict[str, Any]:
-    """Why an event gets the bundle it gets, record by record (reference §10)."""
+    """Why an event gets the bundle it gets, record by record."""
     event = service.get_event(event_id)
     conn = service.store.connection()
     values = matcher.selector_values(event)

@@ -37,7 +37,7 @@ def parse_fixtures(text: str) -> Any:
 
 
 def run_fixtures(service: ProtocolsService, fixtures: Any) -> dict[str, Any]:
-    """Run fixture cases in memory against the current store (reference §10)."""
+    """Run fixture cases in memory against the current store."""
     cases = _check_fixtures(fixtures, service)
     compiled = service.bundles.compiled(service.store.connection(), service.workflows)
     results = [_run_case(case, compiled, service) for case in cases]

@@ -67,8 +67,8 @@ TOOL_SEARCH_HINTS = {
 
 
 def admission_context(event_id: str, workflow: str, strict: bool, host: str = "") -> str:
-    """The exact text the agent receives with an admitted prompt (reference §3.1), with
-    how ``host`` reaches a deferred ``load_protocols``."""
+    """The exact text the agent receives with an admitted prompt (docs/protocols.md, "How a
+    turn works"), with how ``host`` reaches a deferred ``load_protocols``."""
     text = (
         f"Ithaca admitted this prompt as event {event_id} (workflow: {workflow}). "
         f'Before any other tool call, call load_protocols with {{"eventId": "{event_id}"}} '

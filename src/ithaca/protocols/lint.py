@@ -1,4 +1,5 @@
-"""Lint: findings about the rules the user can change (reference §10 ``lint``).
+"""Lint: findings about the rules the user can change (docs/protocols.md, "Writing a team
+protocol").
 
 It asks "do my rules do what I meant?": rules repeated across records that can apply to
 one event, constraints another one already covers, priority ties, records that matched
@@ -30,11 +31,11 @@ _SHOWN_RULE = 80
 
 
 def lint_protocols(service: ProtocolsService, since_days: int = 30) -> list[dict[str, Any]]:
-    """Findings about the user's records (reference §10), most severe kinds first.
+    """Findings about the user's records, most severe kinds first.
 
-    Beyond the reference's table, a corrupt row (``STORE_CORRUPT``) and a broken protocol
-    file (``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT``) are ``error`` findings:
-    every lookup fails on them, so lint must not pass.
+    Beyond the findings about the rules themselves, a corrupt row (``STORE_CORRUPT``) and a
+    broken protocol file (``PROTOCOL_FILE_INVALID`` or ``PROTOCOL_FILE_CONFLICT``) are
+    ``error`` findings: every lookup fails on them, so lint must not pass.
     """
     if isinstance(since_days, bool) or not isinstance(since_days, int) or since_days < 0:
         raise InvalidInput(

@@ -172,7 +172,7 @@ def effective_constraints(
 
 
 def bundle_shape(record: dict[str, Any], seeds: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The protocol object of a bundle (reference §8)."""
+    """The protocol object of a bundle (docs/protocols.md, "How a turn works")."""
     return {
         "id": record["id"],
         "name": record["name"],

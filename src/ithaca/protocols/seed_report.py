@@ -1,4 +1,4 @@
-"""What the store holds for each shipped base protocol (reference §10 ``seeds``).
+"""What the store holds for each shipped base protocol (docs/protocols.md, "Base protocols").
 
 It reports, and changes nothing: reconciliation on the next open is what brings a stale
 base row back in line with the shipped seeds.
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def seed_status(service: ProtocolsService) -> dict[str, Any]:
-    """Each shipped base record and what the store holds for it (reference §10 ``seeds``).
+    """Each shipped base record and what the store holds for it.
 
     States: ``in-sync``; ``overridden`` (a user or file record replaces it, written
     against this seed); ``overridden+drift`` (written against an older seed);

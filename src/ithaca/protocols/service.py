@@ -127,7 +127,7 @@ class ProtocolsService:
         return read(self, arguments)
 
     def load_protocols(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """``load_protocols {eventId}`` (reference §8): fail closed, never partial."""
+        """``load_protocols {eventId}``: fail closed, never partial."""
         return load(self, arguments)
 
     def get_event(self, event_id: str) -> dict[str, Any]:
@@ -357,7 +357,7 @@ class ProtocolsService:
         with self.store.write() as conn:
             return approvals.grant(conn, approval_id, ttl_seconds=ttl, now=clock.now())
 
-    # --- the user's tooling (reference §10) ------------------------------------
+    # --- the user's tooling ---------------------------------------------------
 
     def explain(self, event_id: str) -> dict[str, Any]:
         """Why an event gets the bundle it gets, record by record."""

@@ -1,4 +1,4 @@
-"""The protocols part's tables (reference §2). Only this part touches them."""
+"""The protocols part's tables. Only this part touches them."""
 
 PROTOCOLS_V1 = """
 CREATE TABLE protocol_events (

@@ -2,7 +2,7 @@
 
 The service refuses an operation the caller may not run, but it judges the caller by its
 terminal: a host that hands the agent a pseudo-terminal would pass as the user. So the
-PreToolUse hook also reads the agent's shell line (reference §4, "Bash guard") and denies,
+PreToolUse hook also reads the agent's shell line (docs/ultragoal.md, "The Bash guard") and denies,
 before anything runs, what the current state reserves for the user or the hook, and any
 write aimed at another session's pursuit. Operations that are the user's in every state
 (``resume-pursuit``…) are denied earlier by the kernel guard, with every other part's
@@ -120,8 +120,9 @@ def is_reviewer(agent_type: object, reviewer: str) -> bool:
 
 
 def _reviewer_only(ctx: GateContext) -> Opinion:
-    """Submitting or ticketing a review is the reviewer subagent's (reference §6.3); Codex
-    payloads name no subagent, so there only the review's nonce binds it to a dispatch."""
+    """Submitting or ticketing a review is the reviewer subagent's (docs/ultragoal.md, "Who
+    may do what"); Codex payloads name no subagent, so there only the review's nonce binds
+    it to a dispatch."""
     reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
     if ctx.host == "codex" or is_reviewer(ctx.payload.get("agent_type"), reviewer):
         return ABSTAIN

@@ -1,4 +1,4 @@
-"""Gate 9: the Codex goal cross-check (reference §7).
+"""Gate 9: the Codex goal cross-check (docs/ultragoal.md, "The nine completion gates").
 
 When the agent registered a story's objective with Codex's ``create_goal`` and recorded
 the same string as ``codex_goal_objective``, completion also needs a fresh ``get_goal``

@@ -1,4 +1,5 @@
-"""The nine completion gates of ``request-complete`` (reference §5.6).
+"""The nine completion gates of ``request-complete`` (docs/ultragoal.md, "The nine
+completion gates").
 
 ``request-complete`` is the only way to ``complete``, so every gate is evaluated from
 stored rows and freshly hashed files, never from what the agent says: the objective

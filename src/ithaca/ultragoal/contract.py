@@ -1,4 +1,5 @@
-"""The scope contract a review is bound to, and the texts the reviewer receives (§5.4).
+"""The scope contract a review is bound to, and the texts the reviewer receives
+(docs/ultragoal.md, "Operations").
 
 Review cannot enlarge the approved objective. So the reviewer is handed exactly the
 approved scope — the five content slots and the confirmed stories — and its artifact must

@@ -1,4 +1,5 @@
-"""Budget levers, the blocked report and adoption (reference §4, §5.7).
+"""Budget levers, the blocked report and adoption (docs/ultragoal.md, "Who may do what"
+and "Operations").
 
 The budget is what makes the Stop gate bearable, so its levers are not the agent's: only
 the system (the Stop gate) or the user pauses a pursuit as ``budget_limited``, and only

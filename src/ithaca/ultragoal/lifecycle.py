@@ -42,7 +42,7 @@ def seed(
     user_typed: bool,
     actor: str = "hook",
 ) -> dict[str, Any]:
-    """Seed a pristine pursuit when the skill is invoked (reference §6.1).
+    """Seed a pristine pursuit when the skill is invoked (docs/ultragoal.md, "In Claude Code").
 
     Returns ``{outcome, phase?, objective?}`` where ``outcome`` is ``seeded`` (a new
     pristine row, over none or a complete one), ``pristine_exists``,
@@ -75,7 +75,7 @@ def seed(
 def claim_review_dispatch(
     conn: sqlite3.Connection, session_id: str, *, now: str, nonce_in_prompt: bool
 ) -> dict[str, Any]:
-    """Reserve one final code-review dispatch (reference §5.5, *Claim*).
+    """Reserve one final code-review dispatch (docs/ultragoal.md, "Operations", review lane).
 
     Returns ``{allowed, reason, used, cap, code, nonce?, dispatch_no?}``; only an allowed
     claim writes (``used + 1``, a dispatch row keeping the nonce's SHA-256, one event).

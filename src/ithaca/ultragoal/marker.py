@@ -1,10 +1,11 @@
 """The pursuing marker: a file that says "this session is pursuing" without the database.
 
 If the Stop gate fails to read the store, it must still know whether to keep the agent
-working (reference §6.6). The marker ``.ithaca/.runtime/ultragoal/pursuing/<session>`` is
-written after every commit that enters pursuing and removed after every commit that
-leaves it; GC reconciles it with the rows, so a crash between commit and marker write
-costs at most one wrongly decided error path, never a completion.
+working (docs/hooks.md, "Failure policy"). The marker
+``.ithaca/.runtime/ultragoal/pursuing/<session>`` is written after every commit that
+enters pursuing and removed after every commit that leaves it; GC reconciles it with the
+rows, so a crash between commit and marker write costs at most one wrongly decided error
+path, never a completion.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The progress fingerprint: what the Stop gate compares to tell progress from spinning.
 
 ``iteration`` counts Stop turns without progress, and the budget only means something if
-"progress" is observed, not claimed. Four signals count (reference §6.2 step 6): a new
-commit that descends from the last one seen and changes the tree, a change of the
-stories' statuses, new recorded evidence, and a story newly passing its validator. The
+"progress" is observed, not claimed. Four signals count: a new commit that descends from
+the last one seen and changes the tree, a change of the stories' statuses, new recorded
+evidence, and a story newly passing its validator. The
 fingerprint is stored on the pursuit (``last_seen_*``) when pursuit starts or resumes, so
 the first Stop already has a baseline. ``HEAD`` is read from Git's files; ``git`` runs
 only when the head moved, with a short timeout, and any failure counts as no progress.

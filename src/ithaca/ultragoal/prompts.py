@@ -1,4 +1,4 @@
-"""The words Ultragoal's hooks put in front of the agent (reference §6.2–§6.4).
+"""The words Ultragoal's hooks put in front of the agent (docs/ultragoal.md, "In Claude Code").
 
 Kept in one place so the texts read as a set: the continuation a blocked Stop hands back,
 the pause, the background wait, the host-cap note, the error path, re-injection after a

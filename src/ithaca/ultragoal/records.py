@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 PART = "ultragoal"
 REVIEW_CAP_INITIAL = 5
-# The scalar fields ``get`` shows as they are stored (reference §3.1), in its order.
+# The scalar fields ``get`` shows as they are stored, in its order.
 STATE_FIELDS = (
     "outcome",
     "verification_surface",

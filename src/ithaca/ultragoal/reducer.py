@@ -1,4 +1,4 @@
-"""The review lane in code: the artifact schema and the reducer (reference §5.5).
+"""The review lane in code: the artifact schema and the reducer (docs/ultragoal.md, "Operations").
 
 The reviewer's artifact is data, not a verdict: code decides what it means. A finding is
 admitted only with scope evidence that names the approved contract; out-of-scope

@@ -1,4 +1,4 @@
-"""Ultragoal at session starts and prompts (reference §6.1, §6.4, §6.5).
+"""Ultragoal at session starts and prompts (docs/ultragoal.md, "In Claude Code").
 
 A prompt the user typed as ``/ultragoal`` (``$ultragoal`` on Codex), or a slash command
 the user expanded, seeds the session's pursuit; over an active one it only reminds the
@@ -114,7 +114,7 @@ def seed(conn: sqlite3.Connection, ctx: GateContext, *, user_typed: bool) -> str
 
 
 def _reinject(conn: sqlite3.Connection, ctx: GateContext, cause: str) -> Opinion | None:
-    """§6.4: hand a capped or resumed pursuit its objective and current story again."""
+    """Hand a capped or resumed pursuit its objective and current story again."""
     view = lifecycle.stop_view(conn, str(ctx.session_id))
     if view is None:
         return None

@@ -1,4 +1,4 @@
-"""Which host session an ultragoal call is about (reference §2, *Session id*).
+"""Which host session an ultragoal call is about (docs/ultragoal.md, the opening paragraphs).
 
 A pursuit belongs to one host session, and an agent rarely knows its own session id, so
 the id is resolved in a fixed order: the explicit ``--session``/``session`` value, then

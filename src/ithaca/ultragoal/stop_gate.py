@@ -1,4 +1,5 @@
-"""Ultragoal's Stop gate (reference §6.2, §6.6): a pursuing agent may not simply stop.
+"""Ultragoal's Stop gate (docs/ultragoal.md, "In Claude Code"; docs/hooks.md, "Failure
+policy"): a pursuing agent may not simply stop.
 
 While a session's pursuit is ``pursuing`` the gate blocks and hands the objective and the
 current story back, unless the agent yields to the user (``<awaiting-user/>``), background
@@ -61,7 +62,7 @@ def _stop_decide(ctx: GateContext) -> Opinion:
         moved = progress.what_moved(view["row"], seen, root)
         ctx.scratch[NAME] = {"version": view["row"]["version"], "seen": seen, "moved": moved}
         return judge(view, seen, moved, ctx)[0]
-    except Exception as exc:  # noqa: BLE001 - §6.6: any failure takes the error path
+    except Exception as exc:  # noqa: BLE001 - any failure takes the error path
         ctx.scratch[NAME] = {"failed": True}  # the commit then leaves the answer as it is
         return _stop_error(ctx, exc)
 
@@ -89,7 +90,7 @@ def _stop_commit(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
             opinion, store = judge(view, seen, moved, ctx)
             store(conn)
         conn.execute("RELEASE ultragoal_stop")
-    except Exception as exc:  # noqa: BLE001 - §6.6: undo our writes, take the error path
+    except Exception as exc:  # noqa: BLE001 - undo our writes, take the error path
         conn.execute("ROLLBACK TO ultragoal_stop")
         conn.execute("RELEASE ultragoal_stop")
         opinion = _stop_error(ctx, exc)
@@ -103,8 +104,8 @@ def _stop_commit(conn: sqlite3.Connection, ctx: GateContext) -> Opinion | None:
 def judge(
     view: dict[str, Any], seen: dict[str, Any], moved: list[str], ctx: GateContext
 ) -> tuple[Opinion, Any]:
-    """The Stop decision for one row (reference §6.2 steps 2–10) and a function that
-    stores it on a connection inside the write transaction (on a copy of the row)."""
+    """The Stop decision for one row and a function that stores it on a connection inside
+    the write transaction (on a copy of the row)."""
     row = dict(view["row"])
     now = ctx.now
     session_id = row["session_id"]
@@ -218,7 +219,7 @@ def _limit(row: dict[str, Any], kind: str, ctx: GateContext) -> Any:
 
 
 def _stop_error(ctx: GateContext, exc: Exception) -> Opinion:
-    """§6.6: count the failure; block while the session is known to be pursuing and the
+    """Count the failure; block while the session is known to be pursuing and the
     count is within ``stop_error_block_max``, else allow with a loud system message."""
     code = str(getattr(exc, "code", type(exc).__name__))
     session_id = str(ctx.session_id)

@@ -1,4 +1,5 @@
-"""Story input: exactly the story keys, well-formed ids, never a confirmation (§5.2).
+"""Story input: exactly the story keys, well-formed ids, never a confirmation
+(docs/ultragoal.md, "Operations").
 
 Stories are the unit the user approves, so what an agent sends is checked strictly
 before it is stored: unknown keys, a bad id, blank acceptance criteria or a blank surface

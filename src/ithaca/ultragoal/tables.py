@@ -1,4 +1,4 @@
-"""The ultragoal part's tables (reference §3).
+"""The ultragoal part's tables.
 
 One row per host session in ``ultragoal_pursuit``; every other table hangs off that
 session id, so a fresh pursuit, a reap or an adoption deletes or re-keys a session's rows

@@ -1,8 +1,8 @@
-"""Ultragoal's PreToolUse side effects (reference §5.5, §6.1): the agent's own
-``Skill`` call seeds a pursuit, and starting the reviewer subagent claims one review
-dispatch and replaces the reviewer's input with Ithaca's brief, whose last line carries
-the nonce. The dispatcher runs these only once the combined answer is not a deny, inside
-its one write transaction. Standard library and kernel only.
+"""Ultragoal's PreToolUse side effects (docs/ultragoal.md, "Operations" and "In Claude
+Code"): the agent's own ``Skill`` call seeds a pursuit, and starting the reviewer subagent
+claims one review dispatch and replaces the reviewer's input with Ithaca's brief, whose
+last line carries the nonce. The dispatcher runs these only once the combined answer is
+not a deny, inside its one write transaction. Standard library and kernel only.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _is_skill_invocation(call: Call) -> bool:
 def _claim(conn: sqlite3.Connection, call: Call, ctx: GateContext, field: str) -> Opinion:
     """Claim one review dispatch and start the reviewer on Ithaca's brief in place of the
     agent's prompt (``brief``), its nonce on the last line; any refusal or failure denies
-    the dispatch (§5.5)."""
+    the dispatch."""
     session_id = str(ctx.session_id)
     row, stories = None, []
     conn.execute("SAVEPOINT ultragoal_claim")

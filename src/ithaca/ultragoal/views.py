@@ -1,4 +1,4 @@
-"""The read shapes of reference §3.1: ``get``, ``status --json``, the verdict artifact.
+"""The read shapes: ``get``, ``status --json``, the verdict artifact.
 
 ``get`` keeps the original state object's keys so the seed's skill text reads it
 unchanged; everything Ithaca adds sits under one ``ithaca`` key. The verdict artifact is

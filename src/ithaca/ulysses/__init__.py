@@ -1,4 +1,4 @@
-"""Ulysses: surprise-gated debugging (reference ``ulysses.md`` §3–§4).
+"""Ulysses: surprise-gated debugging (docs/ulysses.md, "The session" and "Lessons").
 
 Plan a step with a recovery, let a pinned validator judge its outcome, reflect when both
 moves fail, and close with a lesson. ``refusals`` and ``machine`` hold the rules,

@@ -1,4 +1,4 @@
-"""The Ulysses protocol inside host hooks (reference §5).
+"""The Ulysses protocol inside host hooks (docs/ulysses.md, "Hooks").
 
 Reflection is binding only if the agent cannot keep editing while it is due, so on
 PreToolUse this gate denies mutating calls in REFLECT and, unless the project opts out,
@@ -117,7 +117,8 @@ def is_subagent(payload: dict[str, Any], settings: dict[str, Any]) -> bool:
 
 
 def is_mutating(call: Call, settings: dict[str, Any]) -> bool:
-    """Reference §5.3: edits always, shell unless read-only, listed tools, nothing else."""
+    """Mutating as docs/ulysses.md, "Hooks" defines it: edits always, shell unless read-only,
+    listed tools, nothing else."""
     if call.tool in settings["mutating_tools"]:
         return True
     if call.tool_class == "edit":

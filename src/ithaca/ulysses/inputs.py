@@ -1,4 +1,4 @@
-"""Strict input for the Ulysses operations (reference §3.2).
+"""Strict input for the Ulysses operations (docs/ulysses.md, "The session").
 
 Every operation's arguments are checked before anything else is read, so a malformed
 call is refused the same way whatever state the session is in: unknown fields, wrong

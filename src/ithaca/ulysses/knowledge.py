@@ -1,4 +1,4 @@
-"""The ``knowledge`` tool: ``search`` and ``get`` over the lessons (reference §4).
+"""The ``knowledge`` tool: ``search`` and ``get`` over the lessons (docs/ulysses.md, "Lessons").
 
 The MCP tool and the CLI both call ``KnowledgeService``; it checks the arguments strictly,
 brings the index in step with the lesson folder (``lesson_index``) and answers from it

@@ -1,4 +1,5 @@
-"""The knowledge index's tables (reference §4), and its full-text table made at run time.
+"""The knowledge index's tables (docs/ulysses.md, "Lessons"), and its full-text table made
+at run time.
 
 ``lessons`` is an index of the lesson files under ``.ithaca/knowledge/``: the files are
 the truth, the rows are rebuilt from them. ``size`` and ``mtime_ns`` are what the file

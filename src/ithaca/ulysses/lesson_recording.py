@@ -1,7 +1,7 @@
 """Recording a closed session's lesson: its index row, its file, and the repair of a file
 that was not written.
 
-Recording follows the order the reference fixes (§4). ``record_lesson`` runs inside the
+Recording follows a fixed order (docs/ulysses.md, "Lessons"). ``record_lesson`` runs inside the
 caller's transaction (the session's terminal state commits with the index row and the
 ``knowledge.*`` event); ``write_lesson_file`` runs after the commit. Until the file holds
 the row's record the row is pending (``lesson_index``): ``check`` (the doctor provider)

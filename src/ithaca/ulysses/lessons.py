@@ -1,9 +1,9 @@
-"""The lesson record ``ithaca.lesson/1`` and its Markdown file (reference §4).
+"""The lesson record ``ithaca.lesson/1`` and its Markdown file (docs/ulysses.md, "Lessons").
 
 A lesson is what a closed Ulysses session leaves for the next one: the problem, its
 constraints, the summary and, per occurrence, the hypotheses, steps, forbidden moves,
 checkpoints and validator evidence. Two sessions that state the same problem, constraints
-and summary (after the §3.5 normalisation) share one lesson: its ``key`` is the SHA-256 of
+and summary (normalised as forbidden moves are) share one lesson: its ``key`` is the SHA-256 of
 that normalised triple, and each session adds an occurrence.
 
 A hypothesis's ``outcome`` is read from the structure, never claimed: ``held`` when the
@@ -48,7 +48,7 @@ class LessonFileInvalid(ValueError):
 
 def lesson_key(problem: str, constraints: list[str], summary: str) -> str:
     """The duplicate key: SHA-256 of the canonical ``{problem, constraints, summary}``, each
-    string normalised as forbidden moves are (§3.5)."""
+    string normalised as forbidden moves are."""
     return canon.digest(
         {
             "problem": normalise(problem),

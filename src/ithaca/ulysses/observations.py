@@ -44,7 +44,7 @@ class Observer:
     def judge(
         self, conn: sqlite3.Connection, state: State, command: dict[str, Any], binding_id: str
     ) -> tuple[dict[str, Any], dict[str, Any], Diagnostics]:
-        """Steps 1–2 of a judged operation (reference §3.4), outside any transaction: run
+        """The first two steps of a judged operation, outside any transaction: run
         the bound validator on ``observed``, then take the observation the transition will
         record (a checkpoint after a pass, the base on entering REFLECT). Returns the
         validation, the facts for ``machine.transition`` and the diagnostics so far."""

@@ -1,6 +1,6 @@
 """What a Ulysses session is: its phases and statuses, and the questions asked of one.
 
-A session is a JSON-able dict (the fields of reference §3.1, plus the closed ``steps``,
+A session is a JSON-able dict (its state fields, plus the closed ``steps``,
 the validator ``evidence`` and the ``reflect_base`` observation taken on entering
 REFLECT). ``S``, ``phase`` and ``active_step`` always agree (``PHASE_S``); a closed
 session has neither phase nor ``S``. The rules (``refusals``), the transitions

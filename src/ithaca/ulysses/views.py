@@ -1,4 +1,5 @@
-"""What the Ulysses operations answer, shaped from a stored session (reference §3.2).
+"""What the Ulysses operations answer, shaped from a stored session (docs/ulysses.md,
+"The session").
 
 The stored state carries what the service needs to act (binding ids, the closed steps,
 the evidence list); an answer shows the agent what it needs to decide the next call. Kept

@@ -103,8 +103,8 @@ def attach_event(conn: sqlite3.Connection, binding_ids: list[str], journal_seq: 
 def check(
     conn: sqlite3.Connection, blobs: BlobStore, binding_id: str
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The snapshot check (reference §1.1): ``(snapshot, None)`` when the binding is intact,
-    else ``(None, cause)``."""
+    """The snapshot check (docs/ulysses.md, "Validators"): ``(snapshot, None)`` when the
+    binding is intact, else ``(None, cause)``."""
     _, bound, cause = _checked(conn, blobs, binding_id)
     return bound, cause
 

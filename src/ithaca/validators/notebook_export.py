@@ -1,5 +1,5 @@
-"""A notebook as Markdown: the export format of reference §2, which a person reads and
-the cell comments let a program take apart again."""
+"""A notebook as Markdown: the export format, which a person reads and the cell comments
+let a program take apart again."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ FENCE_INFO_BY_EXTENSION = {"json": "json", "toml": "toml", "txt": "text"}
 
 
 def render_markdown(notebook: dict[str, Any], latest: list[cells.CellVersion]) -> str:
-    """The export format of reference §2: a header comment and title, then per cell a
+    """The export format: a header comment and title, then per cell a
     comment and its Markdown or a fence longer than any backtick run in its source."""
     header = {
         "id": notebook["notebookId"],

@@ -1,4 +1,4 @@
-"""The notebook facility (reference §2): where agents write validator cells.
+"""The notebook facility (docs/ulysses.md, "Validators"): where agents write validator cells.
 
 One method per operation, each taking the operation's raw arguments and checking them
 strictly (``notebook_arguments``). Every write is one transaction with its journal event

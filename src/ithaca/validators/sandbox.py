@@ -149,7 +149,8 @@ def environment(
     settings: dict[str, Any],
     project_root: str | None,
 ) -> dict[str, str]:
-    """The validator's whole environment: the allow-list of reference §1.3, nothing else."""
+    """The validator's whole environment: the allow-list (docs/ulysses.md, "Validators"),
+    nothing else."""
     env = {name: os.environ[name] for name in ("LANG", "TZ") if name in os.environ}
     path = settings.get("path") or os.environ.get("PATH")
     if path:

@@ -3,8 +3,9 @@
 Only a well-formed verdict counts, and a pass counts only from a process that also ended
 cleanly: a validator that wrote ``pass`` and then crashed, timed out or was killed proved
 nothing. Every other ending is ``pass=false, reason="malformed_verdict"`` with a ``cause``
-saying which, decided by the first matching row of reference §1.6, so a reader can tell a
-slow validator from a broken one without parsing its output.
+saying which, decided by the first matching row of the classification table
+(docs/ulysses.md, "Validators"), so a reader can tell a slow validator from a broken one
+without parsing its output.
 
 The verdict file is opened without following symlinks and only when it is a regular
 file, so a validator cannot make the runner read some other file (or block on a FIFO).
@@ -102,7 +103,7 @@ def classify(
     cpu_exhausted: bool,
     stderr: str,
 ) -> Classification:
-    """The first matching row of the classification table (reference §1.6).
+    """The first matching row of the classification table (docs/ulysses.md, "Validators").
 
     ``found`` is the verdict or why there is none; ``timed_out`` means the runner's wall
     clock ran out (the runner's own SIGKILL comes only after that); ``cpu_exhausted``

@@ -55,11 +55,12 @@ def command(
 def _render(envelope: dict[str, Any]) -> None:
     out = console()
     scope = envelope["scope"]
-    git = envelope["git"]
+    checkout = envelope["git"]  # what Git says of the checkout (``kernel.git`` read it)
     out.print(f"{envelope['id']} ({envelope['detail']}, scope {scope['type']})", markup=False)
-    branch = git.get("branch") or "detached"
-    drift = f", {git['drift']}" if "drift" in git else ""
-    out.print(f"git: {branch} @ {(git.get('head') or 'no commit')[:12]}{drift}", markup=False)
+    branch = checkout.get("branch") or "detached"
+    drift = f", {checkout['drift']}" if "drift" in checkout else ""
+    head = (checkout.get("head") or "no commit")[:12]
+    out.print(f"git: {branch} @ {head}{drift}", markup=False)
     if envelope.get("baseline"):
         found = envelope["baseline"]
         out.print(f"baseline: r{found['revision']} {found['status']} ({found['mode']})")

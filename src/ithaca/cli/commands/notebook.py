@@ -1,4 +1,4 @@
-"""``ithaca notebook``: the notebook facility from a terminal (reference §2).
+"""``ithaca notebook``: the notebook facility from a terminal (docs/ulysses.md, "Validators").
 
 Each command is one operation of the ``notebook`` tool with dashes for underscores, over the
 same ``NotebookService`` and its checks, so a refusal carries the same code here as over

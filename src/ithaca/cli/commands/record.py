@@ -5,7 +5,7 @@ hands it to the same ``DeliveryService``, so a refusal carries the same code her
 entry needs an idempotency key; when the caller gives none the command makes one and
 prints it on standard error, so a failed or interrupted call can be retried with it and
 replay instead of applying twice. ``baseline initialize`` also works before ``ithaca
-init``: it sets the project up first (reference §6.1).
+init``: it sets the project up first (docs/delivery.md, "The `record` tool").
 """
 
 from __future__ import annotations

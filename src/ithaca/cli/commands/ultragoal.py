@@ -1,4 +1,5 @@
-"""``ithaca ultragoal``: the seed's state CLI over the ultragoal service (reference §4–§5).
+"""``ithaca ultragoal``: the seed's state CLI over the ultragoal service
+(docs/ultragoal.md, "Operations").
 
 Each subcommand is one operation with the seed's name and flags, so the skill text runs
 unchanged with ``ithaca ultragoal`` for its script. ``--session`` is accepted on the group

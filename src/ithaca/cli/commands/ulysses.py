@@ -1,4 +1,4 @@
-"""``ithaca ulysses``: the Ulysses protocol from a terminal (reference §3).
+"""``ithaca ulysses``: the Ulysses protocol from a terminal (docs/ulysses.md, "The session").
 
 Each command is one operation of the ``ulysses`` tool, with dashes for underscores, over
 the same ``UlyssesService`` and its checks, so a refusal carries the same code here as

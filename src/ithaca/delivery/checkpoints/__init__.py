@@ -1,1 +1,2 @@
-"""The ``checkpoint`` tool: a stage of work declared done, pinned to its evidence (§7)."""
+"""The ``checkpoint`` tool: a stage of work declared done, pinned to its evidence
+(docs/delivery.md, "checkpoint")."""

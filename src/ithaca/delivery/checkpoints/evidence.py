@@ -1,4 +1,4 @@
-"""Checkpoint evidence, pinned to the bytes on disk now (reference §7, step 2).
+"""Checkpoint evidence, pinned to the bytes on disk now (docs/delivery.md, "checkpoint").
 
 A checkpoint claims a stage is done *because of* some files; the claim is only worth
 something if those are the files it names. So every entry is re-read at acceptance:

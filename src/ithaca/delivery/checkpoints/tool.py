@@ -1,10 +1,11 @@
-"""The ``checkpoint`` tool: a stage of work declared done, pinned to its evidence (§7).
+"""The ``checkpoint`` tool: a stage of work declared done, pinned to its evidence
+(docs/delivery.md, "checkpoint").
 
 A checkpoint is per (stage, scope): at most one mutable ``draft`` and one ``accepted``
 revision. ``draft`` creates or replaces the draft, ``abandon`` drops it, ``accept``
 (the default) replaces the draft with the given payload first, or accepts the existing
 draft. The request is checked first (``ithaca.delivery.checkpoints.request``); acceptance
-runs the reference's steps in order:
+runs these steps in order:
 
 1. the scope must exist (a task inside the change it is named with;
    ``ithaca.delivery.checkpoints.scope``);

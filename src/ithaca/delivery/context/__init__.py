@@ -1,1 +1,2 @@
-"""The ``context`` tool: the Canonical Context Envelope and its sections (§5)."""
+"""The ``context`` tool: the Canonical Context Envelope and its sections
+(docs/delivery.md, "context")."""

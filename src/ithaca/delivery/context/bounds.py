@@ -1,9 +1,9 @@
 """Keeping a Context Envelope within its byte budget, and the cursors that page past cuts.
 
 An envelope must fit an agent's context whatever the project holds: at most 16,384
-canonical bytes for ``summary`` and 65,536 for ``full`` (reference §5). Compaction runs
-passes of growing severity until the envelope fits: (1) limit nesting depth, string
-length and array length; (2) cap the three paged lists (evidence, decisions,
+canonical bytes for ``summary`` and 65,536 for ``full`` (docs/delivery.md, "context").
+Compaction runs passes of growing severity until the envelope fits: (1) limit nesting
+depth, string length and array length; (2) cap the three paged lists (evidence, decisions,
 checkpoints) and hand out cursors for the rest; (3) cut strings and arrays harder;
 (4) replace the paged lists by their counts, cursors starting at zero, and every other
 list inside a section (contract criteria, declared files, refs) by its count too; only

@@ -1,4 +1,5 @@
-"""The ``execution`` section of a Context Envelope: the acting session and its packet (§5).
+"""The ``execution`` section of a Context Envelope: the acting session and its packet
+(docs/delivery.md, "context").
 
 The acting session is the execution session this process works for:
 ``ITHACA_DELIVERY_SESSION`` (set for a run-plan worker, or by hand), else the running

@@ -1,5 +1,5 @@
 """The Git part of a Context Envelope: head and branch, and for ``full`` the scope digest
-and the drift class (reference §5).
+and the drift class (docs/delivery.md, "context").
 
 Head and branch come straight from ``.git`` (``HEAD``, loose refs, ``packed-refs``), so
 the summary envelope an agent asks for on every turn spawns no process. The full

@@ -1,4 +1,4 @@
-"""Which scope a Context Envelope describes (reference §5).
+"""Which scope a Context Envelope describes (docs/delivery.md, "context").
 
 The order is fixed so that an agent asking "what am I working on?" without naming
 anything gets the same answer every time: a named task (its change must agree, else

@@ -1,4 +1,5 @@
-"""The sections of a Context Envelope, read from the store and the tracked files (§5).
+"""The sections of a Context Envelope, read from the store and the tracked files
+(docs/delivery.md, "context").
 
 Reading happens in two steps so that the database transaction stays short: ``gather``
 takes every row the envelope needs inside the caller's read snapshot, and ``build`` then
@@ -432,10 +433,10 @@ def _ledger(project: Project) -> dict[str, Any] | None:
 
 
 def _team_checkpoint(project: Project, found: Authority, notes: list[Diagnostic]) -> dict[str, Any]:
-    """Where the ledger file stands against this checkout's last sync (§8.2 statuses),
-    read from the file's header; ``context`` never imports it, it reports
-    ``LEDGER_IMPORT_PENDING`` when the file moved. Digests are verified by the import,
-    not here, and unpublished edits are not looked for: ``sync inspect`` tells all."""
+    """Where the ledger file stands against this checkout's last sync, read from the file's
+    header (its statuses: docs/delivery.md, "context"); ``context`` never imports it, it
+    reports ``LEDGER_IMPORT_PENDING`` when the file moved. Digests are verified by the
+    import, not here, and unpublished edits are not looked for: ``sync inspect`` tells all."""
     ledger = _ledger(project)
     if ledger is None:
         return {"status": "missing", "state_digest": None, "generation": None}

@@ -1,4 +1,4 @@
-"""The ``context`` tool: the Canonical Context Envelope (reference §5).
+"""The ``context`` tool: the Canonical Context Envelope (docs/delivery.md, "context").
 
 One generator answers every "what am I working on?" — MCP reads, the CLI, checkpoints
 and worker handoffs — so they cannot disagree. It reads in one short transaction and

@@ -1,5 +1,5 @@
 """Delivery's doctor check: the tracked files against the database, and what dead
-processes left behind (reference §11).
+processes left behind (docs/delivery.md, "doctor").
 
 Tracked files are the team's authority and the database is rebuildable from them, so the
 check compares the two: every registered file against its digest (``FILE_DIGEST_MISMATCH``,

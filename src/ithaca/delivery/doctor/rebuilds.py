@@ -1,4 +1,5 @@
-"""Delivery's doctor rebuild: a fresh database loaded from the tracked files (§11).
+"""Delivery's doctor rebuild: a fresh database loaded from the tracked files
+(docs/delivery.md, "doctor").
 
 Tracked files are the team's authority and the database is rebuildable from them. The
 rebuild loads a fresh database from the files: decisions (self-digest verified), changes

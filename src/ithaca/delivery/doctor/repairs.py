@@ -1,4 +1,4 @@
-"""Delivery's doctor repair: what the check finds left behind, settled (reference §11).
+"""Delivery's doctor repair: what the check finds left behind, settled (docs/delivery.md, "doctor").
 
 Repair, in order: settles dead writers' intents (the same recovery a service runs on
 open); ends orphaned sessions as ``crashed`` (their task back to ``pending``, one more

@@ -1,2 +1,2 @@
 """The team ledger file (``.ithaca/tasks/tasks.json``): its format, merge, base and Git driver
-(§8)."""
+(docs/delivery.md, "The team ledger: sync")."""

@@ -1,4 +1,5 @@
-"""Ledger records back into rows: the write half of an import (§8.2).
+"""Ledger records back into rows: the write half of an import
+(docs/delivery.md, "The team ledger: sync").
 
 ``ledger.projection`` makes a body from rows; this module is its inverse for the records
 a merge takes from theirs, and keeps every local-only field as it is (``completion_commit``,

@@ -1,4 +1,5 @@
-"""The Git merge driver for the team ledger: ``ithaca sync merge-driver %O %A %B [%P]`` (§8.3).
+"""The Git merge driver for the team ledger: ``ithaca sync merge-driver %O %A %B [%P]``
+(docs/delivery.md, "The team ledger: sync").
 
 Git's line merge would interleave two branches' ledgers into conflict markers (or, worse,
 into valid JSON whose digests no longer hold). Registered for ``.ithaca/tasks/tasks.json``,

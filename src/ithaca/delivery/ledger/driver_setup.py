@@ -1,4 +1,4 @@
-"""Registering the ledger's Git merge driver (reference §8.3).
+"""Registering the ledger's Git merge driver (docs/delivery.md, "The team ledger: sync").
 
 Two pieces make Git call the driver: the attribute ``.ithaca/tasks/tasks.json
 merge=ithaca-ledger`` in ``.gitattributes`` (tracked, so every clone has it) and

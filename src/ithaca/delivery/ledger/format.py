@@ -1,4 +1,5 @@
-"""The team ledger file, ``.ithaca/tasks/tasks.json``: its records, bytes and checks (§8.1).
+"""The team ledger file, ``.ithaca/tasks/tasks.json``: its records, bytes and checks
+(docs/delivery.md, "The team ledger: sync").
 
 The ledger is how a team shares delivery state through Git, so the same state must give
 the same bytes in every checkout: records are sorted by type then id, objects are in RFC
@@ -114,7 +115,7 @@ def text_digest(text: str) -> str:
 
 
 def revised(current: Record, previous: Stamp | None) -> Record:
-    """``current`` numbered against the record it replaces (§8.1): the same body keeps
+    """``current`` numbered against the record it replaces: the same body keeps
     the previous revision and parent, a changed one is the next revision of it, a new one
     is revision 1 with no parent."""
     if previous is None:

@@ -1,4 +1,5 @@
-"""Ledger records an import takes, checked and their files found: the read half (§8.2).
+"""Ledger records an import takes, checked and their files found: the read half
+(docs/delivery.md, "The team ledger: sync").
 
 An import applies the records a merge takes from theirs in two halves, like every unit.
 This is the first: ``prepare`` runs on a read snapshot, checks each taken body's shape

@@ -1,4 +1,5 @@
-"""The per-record three-way merge the ledger import and the Git merge driver share (§8.2).
+"""The per-record three-way merge the ledger import and the Git merge driver share
+(docs/delivery.md, "The team ledger: sync").
 
 Whole-document merges are what made the original ledger conflict on every concurrent
 edit. Here each record is merged on its own, by digest, against a base (this checkout's

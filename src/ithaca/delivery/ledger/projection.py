@@ -1,4 +1,5 @@
-"""The database's portable projection: the records this checkout would publish (§8.1).
+"""The database's portable projection: the records this checkout would publish
+(docs/delivery.md, "The team ledger: sync").
 
 "Ours" in every ledger merge. Only team-visible state is projected: the baseline in
 force and the one being adopted, every change with its own documents, every decision,

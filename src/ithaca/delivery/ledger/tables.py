@@ -1,4 +1,4 @@
-"""The ledger's sync base table (reference §4 ``ledger_base``), a migration of its own.
+"""The ledger's sync base table (``ledger_base``), a migration of its own.
 
 The base is this checkout's last import or publish: the three-way merge compares the
 database and the file against it, so it must survive restarts and live in the store. It

@@ -1,2 +1,2 @@
 """The ``record`` tool and the kinds it records: baseline, changes, decisions, tasks, artifacts,
-events (§6)."""
+events (docs/delivery.md, "The record tool")."""

@@ -1,4 +1,5 @@
-"""``record artifact bind``: evidence bound to a scope by digest (reference §6.6).
+"""``record artifact bind``: evidence bound to a scope by digest
+(docs/delivery.md, "The record tool").
 
 Two modes. **copy**: the body (``content``, UTF-8 up to 256 KiB, or a checkout file named
 by ``source``, up to 16 MiB) is written into the scope's folder, under one of its allowed

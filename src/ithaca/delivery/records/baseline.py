@@ -1,4 +1,4 @@
-"""``record baseline initialize|start|observe|revise|accept`` (reference §6.1, §6.2).
+"""``record baseline initialize|start|observe|revise|accept`` (docs/delivery.md, "The record tool").
 
 The baseline is what the project is before a change: its specs, evidence, open gaps and
 unknowns. A row moves ``draft → adopting → accepted → superseded``; at most one row is
@@ -8,7 +8,7 @@ accepted baseline they open an ``adopting`` row at the next revision, and ``acce
 supersedes the previous accepted row in the same transaction.
 
 Nothing else waits for a baseline: no record needs an accepted one, and every action
-here creates the first draft (classified, §6.2) when none exists yet, so an agent never
+here creates the first draft (classified) when none exists yet, so an agent never
 has to know the order. The classification is advisory; it only picks suggested gaps.
 """
 

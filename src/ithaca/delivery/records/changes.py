@@ -1,4 +1,4 @@
-"""``record change_contract open|revise|cancel`` (reference §6.1, §6.3).
+"""``record change_contract open|revise|cancel`` (docs/delivery.md, "The record tool").
 
 A change is a unit of delivery with a profile: ``quick`` needs an outcome, ``standard``
 adds acceptance, ``major`` and ``incident`` want the whole contract, classification and

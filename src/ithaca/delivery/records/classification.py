@@ -1,4 +1,5 @@
-"""Greenfield or brownfield: an advisory look at what the checkout already holds (§6.2).
+"""Greenfield or brownfield: an advisory look at what the checkout already holds
+(docs/delivery.md, "The record tool").
 
 The files are those Git lists (tracked, plus untracked ones it does not ignore), else a
 bounded walk; ``.ithaca/`` never counts. Any marker of an existing system (a package

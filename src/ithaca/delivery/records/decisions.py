@@ -1,4 +1,5 @@
-"""``record decision accept|defer``: immutable Decision Records (reference §6.4).
+"""``record decision accept|defer``: immutable Decision Records
+(docs/delivery.md, "The record tool").
 
 A Decision Record is a small JSON file (``schema: "ithaca.decision/1"``) carrying its own
 digest, written once to ``decisions/baseline/<id>.json`` or

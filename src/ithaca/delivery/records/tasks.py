@@ -6,11 +6,11 @@ digest, bumps the revision and resets the task's circuit breaker. Unknown depend
 and undeclared files are warnings (``TASK_DEP_UNKNOWN``, ``TASK_FILES_UNDECLARED``): plan
 waves treat a task without declared files as overlapping everything.
 
-The status machine (reference §6.5) is enforced here for the transitions that need no
-session: ``remove`` (from pending or blocked), a parent becoming ``expanded`` when a
-child is defined under it, and an expanded parent completing once every remaining child
-is completed. ``in_progress`` belongs to sessions: such a task cannot be revised
-(``TASK_RUNNING``).
+The status machine (docs/delivery.md, "The record tool") is enforced here for the
+transitions that need no session: ``remove`` (from pending or blocked), a parent becoming
+``expanded`` when a child is defined under it, and an expanded parent completing once
+every remaining child is completed. ``in_progress`` belongs to sessions: such a task
+cannot be revised (``TASK_RUNNING``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 Row = dict[str, Any]
 
-# Which statuses each status may move to (reference §6.5).
+# Which statuses each status may move to (docs/delivery.md, "The record tool").
 TRANSITIONS: dict[str, frozenset[str]] = {
     "pending": frozenset({"in_progress", "blocked", "expanded", "removed"}),
     "in_progress": frozenset({"completed", "blocked", "pending"}),

@@ -1,4 +1,5 @@
-"""The ``record`` tool: parse a batch, run each entry as its own idempotent unit (§6).
+"""The ``record`` tool: parse a batch, run each entry as its own idempotent unit
+(docs/delivery.md, "The record tool" and "Idempotency").
 
 The whole request is checked before anything runs — its size, the envelope, and each
 entry's ``data`` against its (kind, action) schema — so a malformed batch changes

@@ -1,1 +1,2 @@
-"""``ithaca run-plan``: the resumable wave dispatcher over a change's accepted plan (§9.6)."""
+"""``ithaca run-plan``: the resumable wave dispatcher over a change's accepted plan
+(docs/delivery.md, "ithaca run-plan")."""

@@ -1,4 +1,5 @@
-"""Which worker ``ithaca run-plan`` launches, and the environment it gets (§9.6).
+"""Which worker ``ithaca run-plan`` launches, and the environment it gets
+(docs/delivery.md, "ithaca run-plan").
 
 The worker is an explicit argument list in the ``[run_plan]`` section of a file only the
 user writes (``.ithaca/.runtime/config.toml`` or ``$ITHACA_HOME/config.toml``; the

@@ -1,4 +1,5 @@
-"""``ithaca run-plan CHANGE``: a resumable dispatcher over a change's accepted plan (§9.6).
+"""``ithaca run-plan CHANGE``: a resumable dispatcher over a change's accepted plan
+(docs/delivery.md, "ithaca run-plan").
 
 Run-plan is not a second authority: it only runs the waves of the accepted ``plan``
 checkpoint, and only while the plan's contract digests still match the tasks

@@ -1,4 +1,5 @@
-"""Plan runs: the durable progress of ``ithaca run-plan`` over one accepted plan (§9.6).
+"""Plan runs: the durable progress of ``ithaca run-plan`` over one accepted plan
+(docs/delivery.md, "ithaca run-plan").
 
 A run is what makes run-plan resumable. It pins the accepted plan checkpoint it runs and
 records, per task, where that task stands in the run (``pending``, ``running``,

@@ -1,4 +1,5 @@
-"""A change's execution plan: which tasks may run side by side, and plan.json (§7).
+"""A change's execution plan: which tasks may run side by side, and plan.json
+(docs/delivery.md, "checkpoint").
 
 Tasks are first layered by their longest dependency path, so a task always lands after
 everything it waits for. Within a layer, tasks taken in id order fill consecutive waves

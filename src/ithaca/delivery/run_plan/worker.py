@@ -1,4 +1,5 @@
-"""Launching run-plan workers and watching them until they end (§9.6).
+"""Launching run-plan workers and watching them until they end
+(docs/delivery.md, "ithaca run-plan").
 
 A worker is launched without a shell, in its session's worktree, in a process group of
 its own (so a timeout stops everything it started), with standard input closed and its

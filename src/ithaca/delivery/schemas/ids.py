@@ -1,4 +1,4 @@
-"""The id formats delivery accepts (reference §3.2), as schema fragments.
+"""The id formats delivery accepts, as schema fragments.
 
 Change ids name folders and appear in branch names, so they are lowercase slugs; task ids
 follow the seed's ``T-1`` style; decision ids carry their ``dec-`` prefix into the file

@@ -1,4 +1,4 @@
-"""The ``data`` schema of every ``record`` (kind, action) (reference §6.1).
+"""The ``data`` schema of every ``record`` (kind, action) (docs/delivery.md, "The record tool").
 
 Bodies that ``revise`` changes with a merge patch are declared once (``*_BODY``) and the
 patch schema is derived from them, so a field added to a body is patchable at once and

@@ -1,1 +1,2 @@
-"""Execution sessions: admission, acquire, leases, close, worktrees and Worker Packets (§9)."""
+"""Execution sessions: admission, acquire, leases, close, worktrees and Worker Packets
+(docs/delivery.md, "Execution: session and Worker Packets")."""

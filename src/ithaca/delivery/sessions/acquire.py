@@ -1,4 +1,5 @@
-"""``session acquire``: spawn, resume or take over the session that works on a task (§9.2).
+"""``session acquire``: spawn, resume or take over the session that works on a task
+(docs/delivery.md, "Execution: session and Worker Packets").
 
 The caller states the strategy it was admitted with; a strategy that is no longer the
 verdict is ``ADMISSION_MISMATCH`` (someone else got there first, or a lease expired).

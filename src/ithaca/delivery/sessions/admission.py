@@ -1,7 +1,7 @@
-"""Admission: may this caller work on this task now, and how (§9.1)?
+"""Admission: may this caller work on this task now, and how?
 
 The verdict keeps two agents from silently writing the same task. The first rule that
-matches wins:
+matches wins (docs/delivery.md, "Execution: session and Worker Packets"):
 
 1. no running session for the task → ``spawn`` a new one;
 2. the caller's host session owns the running one → ``resume`` it;

@@ -1,4 +1,5 @@
-"""``session close`` and the circuit breaker (§9.5).
+"""``session close`` and the circuit breaker
+(docs/delivery.md, "Execution: session and Worker Packets").
 
 Closing ends a running session: ``completed`` when its task is, else with the given
 reason (``abandoned`` by default, ``failed``; ``crashed`` from recovery and run-plan),

@@ -1,4 +1,5 @@
-"""Session leases: how long a session holds its task, and renewing that hold (§9.3).
+"""Session leases: how long a session holds its task, and renewing that hold
+(docs/delivery.md, "Execution: session and Worker Packets").
 
 A running session holds its task until ``lease_expires_at``; a heartbeat moves that to at
 least now + the session's TTL (default 30 minutes) and never backwards. The original lost

@@ -1,5 +1,5 @@
 """``record task_outcome start|complete|block|reopen``: a task's progress, bound to its
-session (reference §6.1, §6.5).
+session (docs/delivery.md, "The record tool").
 
 ``complete`` is the one way to ``completed``, and it takes evidence, never a claim: the
 named session must be the task's running session (``SESSION_NOT_RUNNING``; the owner of

@@ -1,4 +1,5 @@
-"""Worker Packets: the one immutable, digest-bound handoff a worker gets (§9.4).
+"""Worker Packets: the one immutable, digest-bound handoff a worker gets
+(docs/delivery.md, "Execution: session and Worker Packets").
 
 A packet names exactly what a worker may rely on — the task contract, the change, the
 Context Envelope snapshot, the accepted decisions, the Git boundary, the evidence — and

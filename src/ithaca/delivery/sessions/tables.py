@@ -1,4 +1,5 @@
-"""The execution tables (reference §4, §9): sessions, Worker Packets, plan runs.
+"""The execution tables: sessions, Worker Packets, plan runs (docs/delivery.md,
+"Execution: session and Worker Packets" and "ithaca run-plan").
 
 A session row is the lease: ``lease_expires_at`` and ``heartbeat_at`` live here and
 nowhere else, so a hook can renew it with one UPDATE. Each session keeps the TTL it was

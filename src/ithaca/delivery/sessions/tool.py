@@ -1,4 +1,5 @@
-"""The ``session`` tool: admission, acquire, heartbeat and close of execution sessions (§9).
+"""The ``session`` tool: admission, acquire, heartbeat and close of execution sessions
+(docs/delivery.md, "Execution: session and Worker Packets").
 
 A session is the unit of execution: one task, one lease renewed by heartbeats, one Git
 worktree, one immutable Worker Packet. This module is the tool's surface — its MCP

@@ -1,4 +1,5 @@
-"""One Git worktree per execution session, bound to the one central ``.ithaca`` (§9.2).
+"""One Git worktree per execution session, bound to the one central ``.ithaca``
+(docs/delivery.md, "Execution: session and Worker Packets").
 
 A session works in ``.ithaca-work/worktrees/<sid>/`` (the project's work folder,
 ``Project.work_dir``) on its own branch, so parallel workers never share a checkout.

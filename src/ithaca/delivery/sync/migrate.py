@@ -1,4 +1,5 @@
-"""``sync migrate``: bring the ledger file to the exact form this Ithaca writes (§8.2).
+"""``sync migrate``: bring the ledger file to the exact form this Ithaca writes
+(docs/delivery.md, "The team ledger: sync").
 
 Schema version 1 is the first, so there is no older schema to convert yet; what migrate
 does today is the part every migration shares: a verified ledger whose bytes differ from

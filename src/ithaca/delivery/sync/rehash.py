@@ -1,4 +1,5 @@
-"""``sync import --rehash`` (user-only): accept a ledger someone edited by hand (§8.2).
+"""``sync import --rehash`` (user-only): accept a ledger someone edited by hand
+(docs/delivery.md, "The team ledger: sync").
 
 A hand edit breaks the digests, so ``import`` refuses the file (``LEDGER_DIGEST_MISMATCH``)
 rather than trust it. When the edit was meant, the user says so: the CLI shows each

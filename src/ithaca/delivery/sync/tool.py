@@ -1,4 +1,5 @@
-"""The ``sync`` tool: inspect, import, publish and migrate the team ledger (reference §8).
+"""The ``sync`` tool: inspect, import, publish and migrate the team ledger
+(docs/delivery.md, "The team ledger: sync").
 
 One entry for the MCP tool, the CLI and other services: ``sync(project, store, config,
 request)``. ``inspect`` reads one snapshot and writes nothing; the other actions are

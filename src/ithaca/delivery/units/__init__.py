@@ -1,1 +1,2 @@
-"""Recoverable units: tracked files and their rows land together or not at all (§3.5)."""
+"""Recoverable units: tracked files and their rows land together or not at all
+(docs/delivery.md, "Recoverable units")."""
