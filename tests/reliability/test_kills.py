@@ -18,6 +18,10 @@ from tests.reliability import kill_harness
 
 KILLS = 15
 UNITS = 2
+# A machine busier while calibrating than later makes the measured life too long and the
+# writers finish before their kill: the moments are then drawn from a shorter span.
+MAX_ROUNDS_PER_KILL = 4
+SHORTER = 0.7
 
 
 @pytest.fixture
@@ -34,14 +38,18 @@ def test_kills_lose_nothing_acknowledged_and_leave_nothing_half_written(project_
     kill_harness.calibrate(project_dir, 0, UNITS, totals)  # the first writer is the slow one
     duration = kill_harness.calibrate(project_dir, 1, UNITS, totals)
     rng = random.Random(7)
-    for n in range(2, KILLS + 2):
+    n = 2
+    while totals.kills < KILLS and n < KILLS * MAX_ROUNDS_PER_KILL:
         target = ("any", "db", "file")[n % 3]
-        aim = target != "any"
+        finished = totals.finished_first
         kill_harness.kill_round(
-            project_dir, n, UNITS, duration, rng, totals, aim=aim, target=target
+            project_dir, n, UNITS, duration, rng, totals, aim=target != "any", target=target
         )
+        if totals.finished_first > finished:  # the calibration ran slower than writers do now
+            duration *= SHORTER
+        n += 1
     assert totals.problems == []
-    assert totals.kills >= KILLS // 2, "the writer kept finishing before the kill"
+    assert totals.kills >= KILLS, "the writer kept finishing before the kill"
     assert totals.acked > 0
     assert totals.lost == 0
     assert totals.half_written == 0
