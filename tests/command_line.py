@@ -16,15 +16,20 @@ HOOK = str(Path(sys.executable).parent / "ithaca-hook")
 
 
 def ithaca(
-    root: Path, *args: str, timeout: float = 120, **run: Any
+    root: Path,
+    *args: str,
+    timeout: float = 120,
+    env_extra: dict[str, str] | None = None,
+    **run: Any,
 ) -> subprocess.CompletedProcess[str]:
-    """``ithaca ARGS`` at ``root``; ``run`` goes to ``subprocess.run`` (``preexec_fn``)."""
+    """``ithaca ARGS`` at ``root``, with ``env_extra`` added to the environment; ``run``
+    goes to ``subprocess.run`` (``preexec_fn``)."""
     done = subprocess.run(
         [ITHACA, *args],
         cwd=root,
         capture_output=True,
         text=True,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400", **(env_extra or {})},
         timeout=timeout,
         **run,
     )

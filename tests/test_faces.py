@@ -17,7 +17,7 @@ import pytest
 import ithaca
 
 PACKAGE = Path(ithaca.__file__).parent
-PARTS = ("kernel", "protocols", "validators", "ulysses", "delivery", "ultragoal")
+PARTS = ("kernel", "protocols", "validators", "verification", "ulysses", "delivery", "ultragoal")
 FACED = (*PARTS, "hosts")  # hosts is an adapter with a small face of its own
 ADAPTERS = ("cli", "mcp", "hosts", "demo", "app.py")
 

@@ -56,6 +56,7 @@ PARTS: tuple[str, ...] = (
     "hosts",
     "protocols",
     "validators",
+    "verification",
     "ulysses",
     "delivery",
     "ultragoal",

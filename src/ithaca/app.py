@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ithaca.ultragoal import UltragoalService
     from ithaca.ulysses import KnowledgeService, UlyssesService
     from ithaca.validators import NotebookService
+    from ithaca.verification import VerificationService
 
 
 # What a store that would not open raises (``kernel.connection``, ``kernel.store``).
@@ -87,6 +88,12 @@ class IthacaProject:
         from ithaca.ulysses import KnowledgeService
 
         return KnowledgeService(self.project, self.store, self.config)
+
+    @cached_property
+    def verification(self) -> VerificationService:
+        from ithaca.verification import VerificationService
+
+        return VerificationService(self.project, self.store, self.config)
 
     def close(self) -> None:
         self.store.close()

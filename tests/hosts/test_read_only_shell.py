@@ -27,7 +27,7 @@ SESSION = "33333333-3333-4333-8333-333333333333"
 TEAM_RULE = ".ithaca/protocols/team.extra.json"
 MARKER = "pwned.txt"
 PAGER_GREP = f"git grep -O'sh -c \"touch {MARKER}\"' hello"
-VERIFY = "python3 -m pytest"
+VERIFY = f"test ! -f {MARKER}"  # the project's check: no file made by the "search"
 EVENT_ID = re.compile(r"evt_[0-9A-HJKMNP-TV-Z]{26}")
 
 
@@ -106,7 +106,7 @@ def test_during_a_lockdown_git_grep_with_a_pager_is_refused_and_plain_git_grep_r
     assert run_as_the_host(installed, "git grep -n hello").stdout == "notes.md:1:hello\n"
 
 
-def test_git_grep_with_a_pager_arms_the_critic_until_a_verification_passed(installed):
+def test_git_grep_with_a_pager_arms_the_critic_until_ithacas_verification_passed(installed):
     (installed / ".ithaca" / "config.toml").write_text(
         f'[verification]\ncommands = ["{VERIFY}"]\n', encoding="utf-8"
     )
@@ -127,8 +127,7 @@ def test_git_grep_with_a_pager_arms_the_critic_until_a_verification_passed(insta
 
     stop = hook(installed, "Stop", stop_hook_active=False, last_assistant_message="Found it.")
     assert stop.get("decision") == "block", stop
-    assert "VERIFICATION_REQUIRED" in stop["reason"] and f"Run `{VERIFY}`" in stop["reason"]
+    assert "VERIFICATION_REQUIRED" in stop["reason"] and "custom failed" in stop["reason"]
 
-    assert before_shell(installed, VERIFY)[0] == "allow"
-    after_shell(installed, VERIFY)  # it passed
+    (installed / MARKER).unlink()  # what the agent does after the hold
     assert hook(installed, "Stop", stop_hook_active=False, last_assistant_message="Done.") == {}

@@ -35,6 +35,7 @@ ITHACA_TOOLS = (
     "session",
     "doctor",
     "notebook",
+    "verify",
     "ulysses",
     "knowledge",
 )

@@ -28,6 +28,7 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("session", {"operation": "admission", "task_id": "no-such-task"}),
     ("doctor", {"operation": "inspect"}),
     ("notebook", {"operation": "list"}),
+    ("verify", {}),
     ("ulysses", {"operation": "status"}),
     ("knowledge", {"operation": "search", "query": "database"}),
 )
@@ -43,10 +44,15 @@ def test_every_ithaca_tool_works_under_the_hooks(host: Host):
     )
     assert run.exit_code == 0, run.stderr
     answers = {tool: run.call(f"ithaca:{tool}").answer() for tool in ITHACA_TOOLS}
-    # Checkpoint and archive need a change in flight: their own checks answer, which shows
-    # the call reached the service with nothing of the hook's in the way.
+    # Checkpoint and archive need a change in flight, verify a project with tests: their
+    # own checks answer, which shows the call reached the service with nothing of the
+    # hook's in the way.
     refused = {tool: answer["code"] for tool, answer in answers.items() if "code" in answer}
-    assert refused == {"checkpoint": "VALIDATION_ERROR", "archive": "VALIDATION_ERROR"}, answers
+    assert refused == {
+        "checkpoint": "VALIDATION_ERROR",
+        "archive": "VALIDATION_ERROR",
+        "verify": "VERIFY_NO_RUNNER",
+    }, answers
     assert "/payload" in json.dumps(answers["checkpoint"]) + json.dumps(answers["archive"])
     log = host.log()
     assert [event["kind"] for event in log].count("protocols.bundle_loaded") == 1

@@ -4,7 +4,7 @@
 ``git grep -O'sh -c …'`` runs any command. Ithaca judges it mutating, like every option
 of a read-only program that writes or starts a program: in a session in lockdown Claude
 Code is refused it while a plain ``git grep`` still runs, and in a coding turn it arms the
-end-of-turn critic, which holds the turn until its verification passed.
+end-of-turn critic, which holds the turn on Ithaca's own run of the project's check.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from tests.hosts_real.scripted import Say, Script
 
 # A path built at run time: the text guard cannot see that it names the state folder.
 TAMPER = 'd=.ith; d="${d}aca"; printf "[protocols]\\nstrict = false\\n" > $d/config.toml'
-CHECK = "test -f notes.md"
+MADE = "pager-ran.txt"
+CHECK = f"test ! -e {MADE}"  # the project's check: nothing made by a "search"
 
 
 def track_notes(claude: ClaudeHost) -> None:
@@ -68,7 +69,7 @@ def test_in_a_lockdown_git_grep_with_a_pager_is_refused_and_plain_git_grep_runs(
     assert "[LOCKDOWN]" not in searched.text and "notes.md:1:hello" in searched.text
 
 
-def test_git_grep_with_a_pager_holds_the_turn_until_its_verification_passed(
+def test_git_grep_with_a_pager_holds_the_turn_on_ithacas_run_of_the_check(
     claude: ClaudeHost,
 ):
     track_notes(claude)
@@ -78,16 +79,17 @@ def test_git_grep_with_a_pager_holds_the_turn_until_its_verification_passed(
         Script(
             main=[
                 *claude.protocols_loaded(),
-                claude.shell(pager_grep("pager-ran.txt")),
+                claude.shell(pager_grep(MADE)),
                 [Say("It is in notes.md.")],  # held: the turn changed the project
-                claude.shell(CHECK),
+                claude.shell(f"rm {MADE}"),
                 [Say("It is in notes.md.")],
             ],
             final_text="It is in notes.md.",
         ),
     )
     assert run.exit_code == 0, run.stderr
-    assert (claude.repo / "pager-ran.txt").exists()  # the "search" ran a program
     held = [request.shown for request in run.model.lane("main")]
-    assert any("VERIFICATION_REQUIRED" in text and f"Run `{CHECK}`" in text for text in held)
-    assert [verdict["verdict"] for verdict in verdicts(claude)] == ["blocked", "verified"]
+    # The "search" ran a program, which made a file: Ithaca's run of the check failed.
+    assert any("VERIFICATION_REQUIRED" in text and "custom failed" in text for text in held)
+    # Removed again, the project is what the turn began with.
+    assert [verdict["verdict"] for verdict in verdicts(claude)] == ["blocked", "unchanged"]

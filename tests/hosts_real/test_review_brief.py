@@ -3,12 +3,12 @@
 An agent at the end of its pursuit starts the reviewer with a prompt that tries to steer
 it. Through the real host, the reviewer's first request shows Ithaca's brief (objective,
 story, the change to read, the artifact with ``files_read``), the agent's words only as a
-quoted note, and the ticket on the last line; on Codex it also starts without the parent's
-history (``fork_turns: none``) under Ithaca's task name, and messages to it are refused.
-Then the reviewer submits over the real MCP server: a COMPLETE review citing none of the
-change is refused, one citing the changed file with its digest is accepted, and the main
-agent's own submission is refused (on Claude Code as not the reviewer; on Codex, whose
-hooks name no subagent, for want of the nonce only the reviewer was shown).
+quoted note, and the dispatch's line last, with no nonce or other secret in it; on Codex it
+also starts without the parent's history (``fork_turns: none``) under Ithaca's task name,
+and messages to it are refused. Then the reviewer submits over the real MCP server: a
+COMPLETE review citing none of the change is refused, one citing the changed file with
+its digest is accepted, and the main agent's own submission is refused as not the
+reviewer's (both hosts name the subagent in its hook payloads).
 
 Codex 0.169 offers ``spawn_agent`` only with ``[features] multi_agent_v2`` in the user's
 config, which the test switches on as a user who runs reviews on Codex does; the reviewer's
@@ -37,7 +37,7 @@ CODEX_MULTI_AGENT = "\n[features]\nmulti_agent = true\nmulti_agent_v2 = true\n"
 # Codex ends ``exec`` when the parent's turn ends, child or not: the parent waits for it.
 WAIT_FOR_REVIEWER = Call("wait_agent", {"timeout_ms": 60000}, namespace="collaboration")
 TO_REVIEWER = {"target": "ultragoal_review_1", "message": STEERING}
-TICKET = re.compile(r"ULTRAGOAL_REVIEW session=(\S+) nonce=([0-9a-f]{32})$")
+TICKET = re.compile(r"ULTRAGOAL_REVIEW session=(\S+) dispatch=(\d+)$")
 SCOPE = re.compile(r'"scope_contract_sha256": "([0-9a-f]{64})"')
 
 
@@ -104,6 +104,7 @@ def test_the_reviewer_starts_on_ithacas_brief_with_the_agents_words_quoted(host:
     assert f"\n> {STEERING}\n" in brief  # quoted, after Ithaca's words
     assert brief.index(f"> {STEERING}") > brief.index("independent code reviewer")
     assert TICKET.search(brief.rstrip()), brief[-200:]
+    assert "nonce" not in brief  # nothing the agent could learn and replay
     claimed = [
         event for event in host.log() if event["kind"] == "ultragoal.review_dispatch_claimed"
     ]
@@ -137,7 +138,7 @@ def submission(host: Host, read: tuple[str, ...]) -> Any:
             "at": "2026-12-02T00:00:00Z",
             "files_read": cited,
         }
-        arguments = {"operation": "submit_review", "nonce": ticket.group(2), "artifact": artifact}
+        arguments = {"operation": "submit_review", "artifact": artifact}
         return host.tool("ultragoal", {**arguments, "session": ticket.group(1)})
 
     return step
@@ -187,9 +188,11 @@ def play_the_review(host: Host) -> None:
     assert "REVIEW_COVERS_NO_CHANGE" in refused
     assert '"verdict":"APPROVE"' in accepted.replace(" ", "")
     mine = run.call("ithaca:ultragoal", given='"0000').text
-    assert ("REVIEW_NONCE_INVALID" if codex else "REVIEW_SUBMITTER_NOT_REVIEWER") in mine
+    assert "REVIEW_SUBMITTER_NOT_REVIEWER" in mine
     (submitted,) = [e for e in host.log() if e["kind"] == "ultragoal.review_submitted"]
     assert submitted["payload"]["coverage"]["covered"] == 1
+    minted = [e for e in host.log() if e["kind"] == "ultragoal.review_pass_minted"]
+    assert [e["payload"]["agent_type"] for e in minted] == [host.reviewer_agent] * 2
 
 
 def reviewer_submissions(host: Host, last: Request) -> list[str]:

@@ -111,7 +111,7 @@ def test_cli_commands_and_mcp_tools_resolve(project_dir: Path) -> None:
     for name, target in manifests.mapping("CLI_COMMANDS").items():
         assert isinstance(manifests.resolve(target), click.Command), name
     specs = [spec for t in manifests.collected("MCP_TOOLS") for spec in manifests.resolve(t)]
-    assert len({spec.name for spec in specs}) == len(specs) == 13
+    assert len({spec.name for spec in specs}) == len(specs) == 14
     project = open_project(project_dir)
     try:
         for spec in specs:

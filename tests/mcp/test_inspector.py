@@ -79,7 +79,7 @@ def test_the_inspector_in_strict_mode_reports_no_warning_about_any_tool(
 
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)["tools"]
-    assert len(listed) == 13
+    assert len(listed) == 14
     assert all("outputSchema" in tool for tool in listed)
     report = done.stderr.lower()
     assert "warning" not in report and "error" not in report, done.stderr

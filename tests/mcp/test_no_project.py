@@ -32,6 +32,7 @@ CALLS: dict[str, dict[str, Any]] = {
     "load_protocols": {"eventId": "evt_" + "0" * 26},
     "protocols": {"operation": "list"},
     "notebook": {"operation": "list"},
+    "verify": {},
     "ulysses": {"operation": "status", "session": "s1"},
     "knowledge": {"operation": "search", "query": "importer"},
     "context": {},

@@ -1,27 +1,31 @@
 """The end-of-turn critic (``require_verification``) through the hook, as each host calls it.
 
-A coding turn that changes the project is held at Stop until a verification command
-passed after its last change; an honest ``UNVERIFIED:`` ending, a turn that changed
+A coding turn that changes the project ends only on a run Ithaca made itself of the
+project as it is at Stop (``ithaca.verification``): the critic runs the tests at Stop when
+no such run exists, holds the turn on a failing one, and ends it UNVERIFIED when the turn
+lost tests it began with or changed the runner's configuration. What the agent ran or
+printed counts for nothing. An honest ``UNVERIFIED:`` ending, a turn that changed
 nothing and a project that switched the critic off all end; each verdict is journaled.
-On Codex, whose hooks see no exit status, Ithaca runs the verification itself.
+
+The project under test is a real unittest project (``calc.py`` and its tests); the runs
+are real, in the validator sandbox.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.calc_project import BROKEN, CALC, ONE_TEST, TESTS, lay_calc
 
 from ithaca.app import open_project
 from ithaca.hosts import dispatch
-from ithaca.kernel import journal
+from ithaca.kernel import deadline, journal
 
-VERIFY = "python3 -m pytest"
-# A verification whose outcome is decided by a file the test writes.
-CHECK = "python3 -c \"import sys; sys.exit(open('ok.txt').read() != 'yes')\""
+SKIPPED = TESTS.replace("    def test_zero", "    @unittest.skip('later')\n    def test_zero")
 
 
 class Turn:
@@ -30,7 +34,7 @@ class Turn:
     def __init__(self, root: Path, hook: Any, host: str = "claude", session: str = "s1"):
         self.root, self.hook, self.host, self.session = root, hook, host, session
 
-    def begin(self, prompt: str = "::workflow coding\nFix the parser.") -> None:
+    def begin(self, prompt: str = "::workflow coding\nFix the calculator.") -> None:
         event_id = self.hook.admit(prompt, self.session) if self.host == "claude" else None
         if event_id is None:
             answer = self.call("UserPromptSubmit", prompt=prompt)
@@ -58,24 +62,34 @@ class Turn:
         assert answer.get("hookSpecificOutput", {}).get("permissionDecision") != "deny", answer
         (self.root / name).write_text(text)
 
-    def shell(self, command: str, *, passed: bool) -> None:
-        """A shell command the agent ran; Claude Code reports PostToolUse only for exit 0."""
+    def shell(self, command: str) -> None:
+        """A shell command the agent ran and its host reported as passed."""
         given = {"command": command}
         self.call("PreToolUse", tool_name="Bash", tool_input=given)
-        if passed or self.host == "codex":
-            response: Any = {"stdout": "", "stderr": "", "interrupted": False}
-            self.call("PostToolUse", tool_name="Bash", tool_input=given, tool_response=response)
+        response: Any = {"stdout": "OK", "stderr": "", "interrupted": False}
+        self.call("PostToolUse", tool_name="Bash", tool_input=given, tool_response=response)
 
     def stop(self, said: str = "Done.") -> dict[str, Any]:
         return self.call("Stop", stop_hook_active=False, last_assistant_message=said)
 
-    def verdicts(self) -> list[dict[str, Any]]:
+    def events(self, kind: str) -> list[dict[str, Any]]:
         project = open_project(self.root)
         try:
-            found = journal.query(project.store.connection(), kind="critic.verdict")
+            found = journal.query(project.store.connection(), kind=kind)
         finally:
             project.close()
         return [event["payload"] for event in found]
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        return self.events("critic.verdict")
+
+    def verify(self, **arguments: Any) -> dict[str, Any]:
+        """The agent's ``verify`` MCP tool call, with the session the hook would fill."""
+        project = open_project(self.root)
+        try:
+            return project.verification.tool({"session": self.session, **arguments})
+        finally:
+            project.close()
 
 
 def blocked(answer: dict[str, Any]) -> str:
@@ -84,69 +98,147 @@ def blocked(answer: dict[str, Any]) -> str:
 
 
 @pytest.fixture
-def turn(governed_dir: Path, hook: Any) -> Turn:
-    hook.configure(f'[verification]\ncommands = ["{VERIFY}"]\nmax_blocks = 2\n')
-    return Turn(governed_dir, hook)
+def project(governed_dir: Path) -> Path:
+    return lay_calc(governed_dir)
 
 
-def test_a_turn_that_changed_the_project_and_never_verified_is_held_at_stop(turn):
+@pytest.fixture
+def turn(project: Path, hook: Any) -> Turn:
+    hook.configure("[verification]\nmax_blocks = 2\n")
+    return Turn(project, hook)
+
+
+def baseline(root: Path) -> dict[str, Any]:
+    """The user's own ``ithaca verify`` before the turn."""
+    opened = open_project(root)
+    try:
+        return opened.verification.verify()
+    finally:
+        opened.close()
+
+
+def test_an_honest_turn_ends_verified_by_ithacas_own_run_with_no_extra_step(turn):
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
+    turn.edit("calc.py", CALC + "\n# tidy\n")
+
+    assert turn.stop() == {}
+
+    (verdict,) = turn.verdicts()
+    assert verdict["verdict"] == "verified" and verdict["counts"]["passed"] == 2
+    (run,) = turn.events("verify.run")
+    assert run["id"] == verdict["run"] and run["runner"] == "unittest"
+    assert run["counts"] == {"collected": 2, "passed": 2, "failed": 0, "errors": 0, "skipped": 0}
+
+
+def test_a_failing_run_holds_the_turn_whatever_the_agent_ran_and_a_fix_ends_it(turn):
+    turn.begin()
+    turn.edit("calc.py", BROKEN)
+    turn.shell("python3 -m unittest")  # the host says it passed: it counts for nothing
 
     reason = blocked(turn.stop())
 
-    assert "VERIFICATION_REQUIRED" in reason and f"Run `{VERIFY}`" in reason
-    assert "UNVERIFIED:" in reason
-    assert turn.verdicts()[-1]["verdict"] == "blocked"
+    assert "VERIFICATION_REQUIRED" in reason and "unittest failed" in reason
+    assert "test_small" in reason  # the failure's own output
+    assert "`verify` MCP tool" in reason and "UNVERIFIED:" in reason
+    turn.edit("calc.py", CALC + "\n# fixed\n")
+    assert turn.stop() == {}
+    assert [v["verdict"] for v in turn.verdicts()] == ["blocked", "verified"]
 
 
-def test_a_verification_that_passed_after_the_last_change_lets_the_turn_end(turn):
+def test_a_change_hidden_from_git_is_still_judged_by_content(turn):
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=turn.root, check=True, capture_output=True)
+
+    git("add", "calc.py", "test_calc.py")
+    git("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "calc")
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
-    turn.shell(f"{VERIFY} -q tests/", passed=True)
+    turn.edit(".gitignore", "calc.py\n")
+    git("update-index", "--assume-unchanged", "calc.py")
+    (turn.root / "calc.py").write_text(BROKEN)
+
+    assert "unittest failed" in blocked(turn.stop())
+
+
+def test_a_file_put_back_by_hand_is_unchanged_by_content(turn):
+    turn.begin()
+    turn.edit("calc.py", BROKEN)
+    (turn.root / "calc.py").write_text(CALC)
 
     assert turn.stop() == {}
-    assert turn.verdicts()[-1] == {
-        "event": turn.verdicts()[-1]["event"],
-        "verdict": "verified",
-        "command": VERIFY,
-    }
+    assert turn.verdicts()[-1]["verdict"] == "unchanged"
+    assert turn.events("verify.run") == []
 
 
-def test_a_failed_verification_or_a_change_after_a_passing_one_holds_the_turn(turn):
+def test_a_run_of_the_same_content_is_reused_not_repeated(turn):
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
-    turn.shell(VERIFY, passed=False)
-    blocked(turn.stop())
-    turn.shell(VERIFY, passed=True)
-    turn.edit("parser.py", "def parse(): return 1\n")
+    turn.edit("calc.py", CALC + "\n# one\n")
+    first = turn.verify()
 
-    assert "VERIFICATION_REQUIRED" in blocked(turn.stop())
+    assert first["status"] == "passed" and first["verifies_turn"] and not first["reused"]
+    assert turn.stop() == {}
+    assert turn.verify()["reused"]
+    assert len(turn.events("verify.run")) == 1
 
 
-def test_a_shell_command_that_is_not_the_verification_proves_nothing(turn):
+def test_a_turn_that_drops_a_test_it_began_with_ends_unverified_with_the_list(turn):
+    baseline(turn.root)
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
-    turn.shell("echo python3 -m pytest passed", passed=True)
+    turn.edit("test_calc.py", ONE_TEST)
 
-    blocked(turn.stop())
-
-
-def test_an_honest_unverified_ending_is_allowed_and_shown_to_the_user_as_unverified(turn):
-    turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
-
-    answer = turn.stop("Files changed: parser.py\nUNVERIFIED: the parser has no tests yet")
+    answer = turn.stop()
 
     assert answer.get("decision") != "block"
-    assert "UNVERIFIED" in answer["systemMessage"] and "no tests yet" in answer["systemMessage"]
+    assert "UNVERIFIED" in answer["systemMessage"]
+    assert "test_calc.AddTest.test_zero (no longer run)" in answer["systemMessage"]
     assert turn.verdicts()[-1]["verdict"] == "unverified"
-    assert turn.verdicts()[-1]["why"] == "the parser has no tests yet"
+
+
+def test_a_turn_that_skips_a_test_it_began_with_ends_unverified_with_the_list(turn):
+    baseline(turn.root)
+    turn.begin()
+    turn.edit("test_calc.py", SKIPPED)
+
+    said = turn.stop()["systemMessage"]
+
+    assert "test_calc.AddTest.test_zero (skipped)" in said
+
+
+def test_a_turn_that_changed_the_runners_configuration_ends_unverified_until_accepted(turn):
+    turn.begin()
+    turn.edit("sitecustomize.py", "import os\n")
+
+    said = turn.stop()["systemMessage"]
+
+    assert "configuration (sitecustomize.py)" in said and "accept-config" in said
+    opened = open_project(turn.root)
+    try:
+        opened.verification.accept_config()  # the user's, at a terminal
+    finally:
+        opened.close()
+    turn.begin("::workflow coding\nKeep it.")
+    turn.edit("calc.py", CALC + "\n# two\n")
+    assert turn.stop() == {}
+
+
+def test_an_honest_unverified_ending_ends_at_once_without_a_run(turn):
+    turn.begin()
+    turn.edit("calc.py", BROKEN)
+
+    answer = turn.stop("Files changed: calc.py\nUNVERIFIED: subtraction is on purpose")
+
+    assert answer.get("decision") != "block"
+    assert "subtraction is on purpose" in answer["systemMessage"]
+    assert turn.verdicts()[-1] == {
+        "event": turn.verdicts()[-1]["event"],
+        "verdict": "unverified",
+        "why": "subtraction is on purpose",
+    }
+    assert turn.events("verify.run") == []
 
 
 def test_after_its_block_cap_the_critic_lets_the_turn_end_as_unverified(turn):
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
+    turn.edit("calc.py", BROKEN)
     blocked(turn.stop())
     blocked(turn.stop())
 
@@ -154,6 +246,7 @@ def test_after_its_block_cap_the_critic_lets_the_turn_end_as_unverified(turn):
 
     assert answer.get("decision") != "block" and "UNVERIFIED" in answer["systemMessage"]
     assert [v["verdict"] for v in turn.verdicts()] == ["blocked", "blocked", "unverified"]
+    assert len(turn.events("verify.run")) == 1  # the same content is not run again
 
 
 def test_a_turn_that_only_read_ends(turn):
@@ -164,123 +257,81 @@ def test_a_turn_that_only_read_ends(turn):
     assert turn.verdicts() == []
 
 
-def test_a_turn_whose_allowed_edit_changed_no_file_ends_as_unchanged(turn):
-    turn.begin()
-    allowed = turn.call(
-        "PreToolUse",
-        tool_name="Write",
-        tool_input={"file_path": str(turn.root / "never.txt"), "content": "x"},
-    )
-    assert allowed.get("hookSpecificOutput", {}).get("permissionDecision") != "deny"
-
-    assert turn.stop().get("decision") != "block"  # the host never ran the write
-    assert turn.verdicts()[-1]["verdict"] == "unchanged"
-
-
-def test_a_file_put_back_by_hand_is_still_a_change(turn):
-    kept = turn.root / "keep.txt"
-    kept.write_text("before\n")
-    before = kept.stat()
-    turn.begin()
-    turn.edit("keep.txt", "after\n")
-    kept.write_text("before\n")
-    os.utime(kept, ns=(before.st_atime_ns, before.st_mtime_ns))  # the change time moved
-
-    blocked(turn.stop())
-
-
-def test_a_verification_in_a_pipeline_or_list_or_that_runs_nothing_proves_nothing(turn):
-    turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
-    for line in (
-        f"{VERIFY} -q 2>&1 | tail -5",
-        f"{VERIFY} || true",
-        f"{VERIFY}; echo done",
-        f"{VERIFY} --help",
-        f"{VERIFY} --collect-only",
-        f"{VERIFY} &",
-    ):
-        turn.shell(line, passed=True)
-        assert "VERIFICATION_REQUIRED" in blocked(turn.stop()), line
-        turn.begin("::workflow coding\nGo on.")
-        turn.edit("parser.py", f"# {line}\n")
-
-
 def test_a_subagents_change_counts_toward_its_parent_turn(turn):
     turn.begin()
-    turn.edit("sub.txt", "from the worker\n", agent_id="agent-1", agent_type="general-purpose")
+    turn.edit("calc.py", BROKEN, agent_id="agent-1", agent_type="general-purpose")
 
     blocked(turn.stop())
 
 
-def test_a_project_that_switched_the_critic_off_ends_and_status_says_so(governed_dir, hook):
+def test_stop_never_starts_a_run_longer_than_the_hook_may_live(turn):
+    turn.hook.configure("[verification]\nmax_blocks = 2\ntimeout_s = 600\n")
+    (turn.root / "test_slow.py").write_text(
+        "import time, unittest\n\n\nclass Slow(unittest.TestCase):\n"
+        "    def test_slow(self):\n        time.sleep(int(open('delay').read()))\n"
+    )
+    (turn.root / "delay").write_text("30")
+    opened = open_project(turn.root)
+    try:
+        opened.verification.verify()  # the suite takes 30 s
+    finally:
+        opened.close()
+    turn.begin()
+    turn.edit("delay", "0")
+
+    deadline.start(20)  # as ``ithaca-hook claude Stop --timeout 20`` would
+    try:
+        reason = blocked(turn.stop())
+    finally:
+        deadline.clear()
+
+    assert "longer than the Stop hook may run" in reason and "`verify` MCP tool" in reason
+    assert len(turn.events("verify.run")) == 1
+    assert turn.verify()["status"] == "passed"
+    assert turn.stop() == {}
+
+
+def test_a_project_that_switched_the_critic_off_ends_and_status_says_so(project, hook):
     from click.testing import CliRunner
 
     from ithaca.cli.entry import cli
 
     hook.configure("[verification]\nrequire = false\n")
-    turn = Turn(governed_dir, hook)
+    turn = Turn(project, hook)
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
+    turn.edit("calc.py", BROKEN)
 
     assert turn.stop().get("decision") != "block"
-    shown = CliRunner().invoke(cli, ["--project", str(governed_dir), "status"])
+    shown = CliRunner().invoke(cli, ["--project", str(project), "status"])
     assert "verification critic OFF" in shown.output
 
 
-def test_without_a_known_command_the_turn_ends_unverified_with_the_fix(governed_dir, hook):
-    turn = Turn(governed_dir, hook)  # no pyproject.toml, package.json, ...: no default
+def test_without_a_runner_the_turn_ends_unverified_with_the_fix(governed_dir, hook):
+    turn = Turn(governed_dir, hook)  # no tests, no runner's files
     turn.begin()
     turn.edit("notes.txt", "hello\n")
 
     answer = turn.stop()
 
-    assert "[verification] commands" in answer["systemMessage"]
+    assert "[verification] runner" in answer["systemMessage"]
     assert turn.verdicts()[-1]["verdict"] == "unverified"
 
 
-def test_on_codex_ithaca_runs_the_verification_itself_in_the_sandbox(governed_dir, hook):
-    hook.configure(f"[verification]\ncommands = [{json.dumps(CHECK)}]\n")
-    turn = Turn(governed_dir, hook, host="codex", session="01a23692-be4e-7680-a5a0-b8dd035dd63a")
+def test_on_codex_the_critic_runs_the_tests_the_same_way(project, hook):
+    turn = Turn(project, hook, host="codex", session="01a23692-be4e-7680-a5a0-b8dd035dd63a")
     turn.begin()
-    turn.edit("ok.txt", "no")
-    turn.shell(CHECK, passed=True)  # Codex reports the output, not whether it passed
+    turn.edit("calc.py", BROKEN)
 
-    reason = blocked(turn.stop())
-
-    assert f"Ithaca ran `{CHECK}` itself and it failed" in reason
-    turn.edit("ok.txt", "yes")
+    assert "unittest failed" in blocked(turn.stop())
+    turn.edit("calc.py", CALC + "\n# fixed\n")
     assert turn.stop().get("decision") != "block"
     assert turn.verdicts()[-1]["verdict"] == "verified"
-    assert turn.verdicts()[-1]["measured"] == "ithaca"
-
-
-def test_the_default_verification_is_the_projects_test_runner(tmp_path):
-    from ithaca.protocols.verification import commands
-
-    assert commands(str(tmp_path), []) == []
-    (tmp_path / "package.json").write_text("{}")
-    assert commands(str(tmp_path), [])[0] == "npm test"
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    assert commands(str(tmp_path), [])[0] == "python -m pytest"
-    assert commands(str(tmp_path), ["tox -e py"]) == ["tox -e py"]
-    assert commands(str(tmp_path), ["tox -e py"], ["make check"]) == ["make check"]
-
-
-def test_a_verification_whose_quoted_code_holds_a_semicolon_counts(governed_dir, hook):
-    hook.configure(f"[verification]\ncommands = [{json.dumps(CHECK)}]\n")
-    turn = Turn(governed_dir, hook)
-    turn.begin()
-    turn.edit("ok.txt", "yes")
-    turn.shell(CHECK, passed=True)
-
-    assert turn.stop().get("decision") != "block"
 
 
 def test_the_critic_stays_below_claude_codes_own_stop_cap(turn, monkeypatch):
     monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "2")  # the host overrides the 2nd
     turn.begin()
-    turn.edit("parser.py", "def parse(): ...\n")
+    turn.edit("calc.py", BROKEN)
     blocked(turn.stop())
 
     answer = turn.stop()

@@ -194,10 +194,21 @@ class Driver:
     def claim(self) -> dict[str, Any]:
         return self.service.claim_review_dispatch(self.session)
 
+    def seen(self, artifact: Any, *, agent_id: str = "agent-reviewer") -> dict[str, Any] | None:
+        """The hook's pass: the reviewer subagent seen submitting ``artifact``
+        (``lifecycle.mint_review_pass``, as the PreToolUse hook runs it)."""
+        with self.service.store.write() as tx:
+            return reviewer_pass(tx, self.session, artifact, agent_id=agent_id)
+
+    def review(self, artifact: Any, **fields: Any) -> dict[str, Any]:
+        """The reviewer's own submission, as the hook sees it: a pass, then submit_review."""
+        self.seen(artifact)
+        return self.call("submit_review", artifact=artifact, **fields)
+
     def submit(self, review: dict[str, Any]) -> dict[str, Any]:
         claim = self.claim()
         assert claim["allowed"], claim
-        return self.call("submit_review", nonce=claim["nonce"], artifact=review)
+        return self.review(review, nonce=claim["nonce"])
 
     def complete(self) -> dict[str, Any]:
         """The seed's whole sequence, from nothing to ``complete``."""
@@ -258,3 +269,22 @@ def service(opened: IthacaProject) -> UltragoalService:
 @pytest.fixture
 def ug(service: UltragoalService, project_dir: Path) -> Driver:
     return Driver(service, project_dir)
+
+
+def reviewer_pass(
+    tx: Any, session: str, artifact: Any, *, agent_id: str = "agent-reviewer"
+) -> dict[str, Any] | None:
+    """The pass the PreToolUse hook mints, in ``tx``, when the reviewer subagent submits
+    ``artifact`` (``lifecycle.mint_review_pass``)."""
+    from ithaca.kernel import clock
+    from ithaca.ultragoal import lifecycle
+
+    return lifecycle.mint_review_pass(
+        tx,
+        session,
+        artifact_sha256=canon.digest(artifact),
+        host="claude",
+        agent_id=agent_id,
+        agent_type="code-reviewer",
+        now=clock.now(),
+    )

@@ -397,7 +397,13 @@ CASES: list[tuple[Setup, str, dict[str, Any], str, int]] = [
     ),
     (pursuing, "review_ticket", {}, "REVIEW_TICKET_NONE", 1),
     (planned, "review_ticket", {}, "PHASE_NOT_PURSUING", 1),
-    (pursuing, "submit_review", {"nonce": "0" * 32, "artifact": {}}, "REVIEW_NONCE_INVALID", 1),
+    (
+        pursuing,
+        "submit_review",
+        {"nonce": "0" * 32, "artifact": {}},
+        "REVIEW_NOT_SEEN_FROM_REVIEWER",
+        1,
+    ),
     (
         pursuing,
         "record_comment_resolution",

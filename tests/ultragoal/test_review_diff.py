@@ -45,13 +45,14 @@ def cite(root: Path, *paths: str) -> list[dict[str, Any]]:
 
 
 def refusal(ug: Any, artifact: dict[str, Any]) -> IthacaError:
-    before = ug.digest()
+    before = ug.row()
     nonce = ug.claim()["nonce"]
-    after_claim = ug.digest()
+    ug.seen(artifact)  # the hook saw the reviewer submit it
+    after_claim = ug.row()
     with pytest.raises(IthacaError) as caught:
         ug.call("submit_review", nonce=nonce, artifact=artifact)
-    assert ug.digest() == after_claim != before  # the claim stands, the submission wrote nothing
-    ug.call("submit_review", nonce=nonce, artifact=ug.artifact())  # the nonce is still good
+    assert ug.row() == after_claim != before  # the claim stands, the submission wrote nothing
+    ug.review(ug.artifact(), nonce=nonce)  # the dispatch is still open
     return caught.value
 
 

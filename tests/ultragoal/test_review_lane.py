@@ -298,7 +298,7 @@ def test_claims_follow_the_reference_order(ug: Any) -> None:
     renewed = ug.as_user("approve_review_dispatch_renewal")
     assert renewed == {"allowed": True, "reason": "allowed", "used": 5, "cap": 10}
     nonce = ug.claim()["nonce"]
-    ug.call("submit_review", nonce=nonce, artifact=ug.artifact())
+    ug.review(ug.artifact(), nonce=nonce)
     assert ug.claim()["reason"] == "completion_eligible"
     events = journal.query(ug.service.store.connection(), kind="ultragoal.review_dispatch_claimed")
     assert len(events) == 6
@@ -312,14 +312,41 @@ def test_renewal_records_the_valid_artifact_hash(ug: Any) -> None:
     assert ug.call("get")["state"]["approved_review_artifact_sha256"] == result["artifact_sha256"]
 
 
-def test_an_invalid_artifact_keeps_the_nonce_usable_and_a_used_nonce_is_spent(ug: Any) -> None:
+def test_an_invalid_artifact_keeps_the_dispatch_open_and_each_attempt_spends_its_pass(
+    ug: Any,
+) -> None:
     reviewing(ug)
     nonce = ug.claim()["nonce"]
-    bad = refused(ug.call, "submit_review", nonce=nonce, artifact={"status": "COMPLETE"})
+    bad = refused(ug.review, {"status": "COMPLETE"}, nonce=nonce)
     assert (bad.code, bad.details["path"]) == ("REVIEW_ARTIFACT_INVALID", "/scope_contract_sha256")
-    assert ug.call("submit_review", nonce=nonce, artifact=ug.artifact())["verdict"] == "APPROVE"
-    spent = refused(ug.call, "submit_review", nonce=nonce, artifact=ug.artifact())
-    assert spent.code == "REVIEW_NONCE_INVALID"
+    again = refused(ug.call, "submit_review", nonce=nonce, artifact={"status": "COMPLETE"})
+    assert again.code == "REVIEW_NOT_SEEN_FROM_REVIEWER"  # its pass is spent
+    assert ug.review(ug.artifact(), nonce=nonce)["verdict"] == "APPROVE"
+    spent = refused(ug.review, ug.artifact(), nonce=nonce)
+    assert spent.code == "REVIEW_NOT_SEEN_FROM_REVIEWER"  # no dispatch open: no pass minted
+    assert spent.details == {"dispatch_open": False}
+
+
+def test_a_submission_the_hook_did_not_see_from_the_reviewer_is_refused(ug: Any) -> None:
+    reviewing(ug)
+    nonce = ug.claim()["nonce"]
+    before = ug.digest()
+    mine = refused(ug.call, "submit_review", nonce=nonce, artifact=ug.artifact())
+    assert mine.code == "REVIEW_NOT_SEEN_FROM_REVIEWER"
+    assert "reviewer subagent" in mine.message and mine.details == {"dispatch_open": True}
+    assert ug.digest() == before
+    ug.seen(ug.artifact([ug.finding()]))  # the reviewer submitted another artifact
+    other = refused(ug.call, "submit_review", artifact=ug.artifact())
+    assert other.code == "REVIEW_NOT_SEEN_FROM_REVIEWER"  # a pass binds the exact artifact
+    assert ug.review(ug.artifact())["verdict"] == "APPROVE"  # no nonce needed
+
+
+def test_a_nonce_given_must_name_an_open_dispatch(ug: Any) -> None:
+    reviewing(ug)
+    ug.claim()
+    ug.seen(ug.artifact())
+    wrong = refused(ug.call, "submit_review", nonce="0" * 32, artifact=ug.artifact())
+    assert wrong.code == "REVIEW_NONCE_INVALID"
 
 
 def test_a_superseded_artifact_becomes_a_blob_named_in_the_journal(ug: Any) -> None:
@@ -340,14 +367,16 @@ def test_review_ticket_hands_out_each_nonce_once(ug: Any) -> None:
     ticket = ug.call("review_ticket")
     assert ticket == {"session_id": ug.SESSION, "dispatch_no": 1, "nonce": nonce}
     assert refused(ug.call, "review_ticket").code == "REVIEW_TICKET_NONE"
-    assert ug.call("submit_review", nonce=nonce, artifact=ug.artifact())["verdict"] == "APPROVE"
+    refused_alone = refused(ug.call, "submit_review", nonce=nonce, artifact=ug.artifact())
+    assert refused_alone.code == "REVIEW_NOT_SEEN_FROM_REVIEWER"  # a nonce authorises nothing
+    assert ug.review(ug.artifact(), nonce=nonce)["verdict"] == "APPROVE"
 
 
 def test_a_nonce_delivered_in_the_prompt_is_not_ticketed(ug: Any) -> None:
     reviewing(ug)
     claim = ug.service.claim_review_dispatch(ug.SESSION, nonce_in_prompt=True)
     assert refused(ug.call, "review_ticket").code == "REVIEW_TICKET_NONE"
-    assert ug.call("submit_review", nonce=claim["nonce"], artifact=ug.artifact())
+    assert ug.review(ug.artifact(), nonce=claim["nonce"])
 
 
 def test_replanning_voids_unconsumed_nonces(ug: Any) -> None:
@@ -355,9 +384,9 @@ def test_replanning_voids_unconsumed_nonces(ug: Any) -> None:
     nonce = ug.claim()["nonce"]
     ug.call("set", phase="planning")
     ug.as_user("confirm_all_stories")
-    ug.call("set", phase="pursuing")
+    ug.seen(ug.artifact())  # no open dispatch: no pass
     assert refused(ug.call, "submit_review", nonce=nonce, artifact=ug.artifact()).code == (
-        "REVIEW_NONCE_INVALID"
+        "REVIEW_NOT_SEEN_FROM_REVIEWER"
     )
 
 
@@ -387,7 +416,7 @@ def test_dismissal_clears_one_finding_and_lapses_with_the_next_artifact(ug: Any)
     reviewing(ug)
     first, second = ug.claim()["nonce"], ug.claim()["nonce"]
     findings = [ug.finding(), ug.finding(ref="b.py:2", priority="LOW")]
-    result = ug.call("submit_review", nonce=first, artifact=ug.artifact(findings))
+    result = ug.review(ug.artifact(findings), nonce=first)
     assert result["verdict"] == "REQUEST_CHANGES"
     fields = {"ref": "src/parser.py:10", "class": "correctness", "rationale": "the test is wrong"}
     ug.as_user("dismiss_review_finding", **fields)
@@ -405,9 +434,7 @@ def test_dismissal_clears_one_finding_and_lapses_with_the_next_artifact(ug: Any)
     assert ug.as_user("dismiss_review_finding", **fields)["repeated"] is True
     assert ug.digest() == before
     next_round = {**ug.artifact(findings), "at": "later"}
-    assert ug.call("submit_review", nonce=second, artifact=next_round)["verdict"] == (
-        "REQUEST_CHANGES"
-    )
+    assert ug.review(next_round, nonce=second)["verdict"] == ("REQUEST_CHANGES")
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,17 @@ from typing import Any
 
 from ithaca.app import IthacaProject
 
-AREAS = ("lockdown", "hosts", "turn", "approvals", "ulysses", "ultragoal", "delivery", "settings")
+AREAS = (
+    "lockdown",
+    "hosts",
+    "turn",
+    "verify",
+    "approvals",
+    "ulysses",
+    "ultragoal",
+    "delivery",
+    "settings",
+)
 
 
 def line(
@@ -137,6 +147,28 @@ def _turn(project: IthacaProject) -> list[dict[str, Any]]:
             f"session {session['hostSessionId']}: event {session['currentEventId']}, {loaded}",
         )
     ]
+
+
+def _verification(project: IthacaProject) -> list[dict[str, Any]]:
+    """The runner Ithaca verifies with and why, and its latest run."""
+    summary = project.verification.summary()
+    runner = summary["runner"]
+    if runner is None:
+        return [
+            line(
+                "verify",
+                "no test runner found: a turn that changes the project ends UNVERIFIED",
+                "set [verification] runner or commands in .ithaca/config.toml",
+                waiting=True,
+            )
+        ]
+    state = f"{runner['name']} (`{' '.join(runner['command'])}`): {runner['why']}"
+    latest = summary["latest"]
+    if latest is not None:
+        from ithaca.cli.commands.log import verification_line
+
+        state += f"; last run: {verification_line(latest)} at {latest['finished_at']}"
+    return [line("verify", state)]
 
 
 def _approvals(project: IthacaProject) -> list[dict[str, Any]]:
@@ -278,6 +310,7 @@ _READERS = {
     "lockdown": _lockdowns,
     "hosts": _hosts,
     "turn": _turn,
+    "verify": _verification,
     "approvals": _approvals,
     "ulysses": _ulysses,
     "ultragoal": _ultragoal,

@@ -2,15 +2,14 @@
 
 A prompt is admitted; an edit is denied until the bundle is loaded through the MCP
 server; the same edit is then allowed; a team protocol stops ``git push``; a write under
-``.ithaca/`` is denied; the turn's end is held by the end-of-turn critic until the team's
-check passed after the edit; and ``ithaca log`` explains every decision.
+``.ithaca/`` is denied; the turn's end is held by the end-of-turn critic, which runs the
+team's check itself, until the edit passes it; and ``ithaca log`` explains every decision.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from typing import Any
 
 from ithaca.demo import Stage, expect, script
@@ -66,7 +65,7 @@ def play(stage: Stage) -> None:
         "tool_input": {
             "file_path": str(root / "greet.py"),
             "old_string": '"Hello " + name',
-            "new_string": 'f"Hello {name}"',
+            "new_string": 'f"Hello {name}!"',
         },
     }
     say("\nagent> Edit greet.py (before loading protocols)")
@@ -85,7 +84,7 @@ def play(stage: Stage) -> None:
     say("\nagent> Edit greet.py (again)")
     allowed = decision(stage.hook("PreToolUse", **edit))
     expect(allowed[0] == "allow", f"edit not allowed after loading: {allowed}")
-    (root / "greet.py").write_text('def greet(name):\n    return f"Hello {name}"\n')
+    (root / "greet.py").write_text('def greet(name):\n    return f"Hello {name}!"\n')
     say("  PreToolUse -> allowed (Ithaca stays silent; the host's own permissions apply)")
 
     say("\nagent> Bash: git push origin main")
@@ -121,37 +120,40 @@ def play(stage: Stage) -> None:
 
 
 def _verify_before_done(stage: Stage) -> None:
-    """The agent ends its turn without checking its edit: the critic holds the Stop with the
-    team's command; the command passes (the hook hears of it from PostToolUse, which Claude
-    Code sends only for exit status 0), and the turn may end."""
+    """The agent ends its turn without checking its edit: the critic runs the team's check
+    itself, in the validator sandbox, and holds the Stop with its failure; the agent fixes
+    the edit, and the critic's own run of the check lets the turn end. Nothing the agent
+    ran or said counts."""
     say = stage.say
     said = {"stop_hook_active": False, "last_assistant_message": "greet() uses an f-string."}
     say("\nagent> (ends its turn: 'greet() uses an f-string.')")
     held = stage.hook("Stop", **said)
     reason = str(held.get("reason", ""))
-    expect(held.get("decision") == "block" and CHECK in reason, f"Stop not held: {held}")
+    expect(held.get("decision") == "block" and "Hello Ada!" in reason, f"Stop not held: {held}")
     say(f"  Stop -> BLOCKED: {reason}")
-    run_check(stage)
+    fix = {
+        "tool_name": "Edit",
+        "tool_input": {
+            "file_path": str(stage.root / "greet.py"),
+            "old_string": 'f"Hello {name}!"',
+            "new_string": 'f"Hello {name}"',
+        },
+    }
+    say("\nagent> Edit greet.py (drops the '!')")
+    expect(decision(stage.hook("PreToolUse", **fix))[0] == "allow", "the fix was denied")
+    (stage.root / "greet.py").write_text('def greet(name):\n    return f"Hello {name}"\n')
     say("\nagent> (ends its turn again)")
     ended = stage.hook("Stop", **said)
-    expect(ended.get("decision") != "block", f"Stop still held after the check: {ended}")
-    say("  Stop -> allowed: the check passed after the last change")
-    log = stage.ithaca("log", "--kind", "critic.")
-    expect("critic.verdict" in log.stdout, f"the critic's verdicts are not journaled: {log}")
-    say("\n$ ithaca log --kind critic.")
-    for line in log.stdout.splitlines():
-        say("  " + line)
-
-
-def run_check(stage: Stage) -> None:
-    """The agent runs the team's check; it passes, and the hook hears so from PostToolUse."""
-    stage.say(f"\nagent> Bash: {CHECK}")
-    bash = {"tool_name": "Bash", "tool_input": {"command": CHECK}}
-    expect(decision(stage.hook("PreToolUse", **bash))[0] == "allow", "the check was denied")
-    ran = subprocess.run(CHECK.split(), cwd=stage.root, capture_output=True, text=True)
-    expect(ran.returncode == 0, f"the check failed: {ran.stderr}")
-    stage.hook("PostToolUse", **bash, tool_response={"stdout": ran.stdout, "stderr": ""})
-    stage.say("  exit 0 (PostToolUse tells the hook it passed)")
+    expect(ended.get("decision") != "block", f"Stop still held after the fix: {ended}")
+    say("  Stop -> allowed: Ithaca ran the team's check itself, and it passed")
+    for kind in ("verify.", "critic."):
+        log = stage.ithaca("log", "--kind", kind)
+        expect(
+            log.returncode == 0 and bool(log.stdout.strip()), f"nothing journaled as {kind}: {log}"
+        )
+        say(f"\n$ ithaca log --kind {kind}")
+        for line in log.stdout.splitlines():
+            say("  " + line)
 
 
 def decision(answer: dict[str, Any]) -> tuple[str, str]:

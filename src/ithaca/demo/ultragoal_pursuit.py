@@ -4,8 +4,10 @@ The user's prompt seeds a pursuit; the agent plans two stories (one bound to a p
 validator), is refused when it tries to confirm them itself, the user confirms them at a
 terminal of their own, and the agent arms the loop. The Stop hook then keeps
 it working, a story's APPROVE waits for its validator, the hook claims the reviewer
-subagent's dispatch and replaces the agent's steering prompt with Ithaca's brief and a
-nonce, a review that read none of the change is refused, the first review asks for
+subagent's dispatch and replaces the agent's steering prompt with Ithaca's brief (which
+holds nothing the agent could replay), the agent's own submission is refused because no
+hook saw the reviewer make it, a review that read none of the change is refused, the first
+review asks for
 changes, and after a repair a second review is clean. Every early ``request_complete`` is
 refused with the gates that failed; only the full sequence completes, and only then may the
 agent stop.
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ithaca.demo import Stage, expect, script
-from ithaca.demo.protocols_turn import decision, run_check
+from ithaca.demo.protocols_turn import decision
 
 SESSION = "demo-ultragoal-session"
 REVIEWER = "code-reviewer"
@@ -146,7 +148,8 @@ class Pursuit:
     def dispatch_reviewer(self) -> str:
         """Start the reviewer subagent with a prompt that tries to steer it; the PreToolUse
         hook claims a dispatch and replaces the prompt with Ithaca's brief, which quotes
-        the agent's words and ends with the nonce. Returns the nonce."""
+        the agent's words and ends with the dispatch's line. Returns the reviewer's agent
+        id (Claude Code names the subagent in its hook payloads)."""
         task = {
             "description": "Review the slug change",
             "prompt": STEERING,
@@ -155,7 +158,8 @@ class Pursuit:
         answer = self.stage.hook("PreToolUse", tool_name="Task", tool_input=task)
         effect, reason = decision(answer)
         prompt: str = answer.get("hookSpecificOutput", {}).get("updatedInput", {}).get("prompt", "")
-        expect(effect == "allow" and "nonce=" in prompt, f"dispatch not claimed: {reason}")
+        expect(effect == "allow" and "dispatch=" in prompt, f"dispatch not claimed: {reason}")
+        expect("nonce" not in prompt, f"the brief carries a nonce: {prompt}")
         expect(f"> {STEERING}" in prompt, f"the agent's words are not quoted: {prompt}")
         ticket = prompt.rsplit("\n", 1)[-1]
         self.say(
@@ -163,10 +167,10 @@ class Pursuit:
             "  PreToolUse -> allowed; the prompt is replaced by Ithaca's brief (objective,"
             f" stories, change to read), the agent's words quoted, last line {ticket}"
         )
-        return ticket.rsplit("nonce=", 1)[1]
+        return f"a{ticket.rsplit('dispatch=', 1)[1]}0reviewer"
 
     async def submit_review(
-        self, nonce: str, findings: list[dict[str, Any]], read: tuple[str, ...] = ("slugs.py",)
+        self, agent_id: str, findings: list[dict[str, Any]], read: tuple[str, ...] = ("slugs.py",)
     ) -> Any:
         """The reviewer reads the scope contract and the files in ``read``, and submits its
         artifact citing them; its call passes the PreToolUse hook as the reviewer (which
@@ -182,10 +186,11 @@ class Pursuit:
             "at": "2025-01-01T00:00:00.000Z",
             "files_read": [_read(self.stage.root, relpath) for relpath in read],
         }
-        arguments = {"operation": "submit_review", "nonce": nonce, "artifact": artifact}
-        call_id = f"toolu_demo_review_{nonce[-6:]}"
+        arguments = {"operation": "submit_review", "artifact": artifact}
+        call_id = f"toolu_demo_review_{agent_id}_{len(findings)}_{len(read)}"
         answer = self.stage.hook(
             "PreToolUse",
+            agent_id=agent_id,
             agent_type=REVIEWER,
             tool_name=TOOL,
             tool_input=arguments,
@@ -196,13 +201,33 @@ class Pursuit:
         meta = {"claudecode/toolUseId": call_id}
         return await self.client.call_tool("ultragoal", arguments, meta=meta)
 
-    async def reviewed(self, nonce: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    async def reviewed(self, agent_id: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
         """A review that read the change, accepted; its reduced verdict."""
-        result = await self.submit_review(nonce, findings)
+        result = await self.submit_review(agent_id, findings)
         expect(not result.is_error, f"submit_review: {result.content}")
         structured = result.structured_content
         assert isinstance(structured, dict)
         return structured
+
+
+def _install_reviewer(stage: Stage) -> None:
+    """The reviewer definition as ``ithaca install claude`` writes it, with the install
+    manifest's record of its digest (the hook checks the definition it would start), and
+    the user's acceptance of that set-up."""
+    from importlib.resources import files
+
+    from ithaca.kernel import digest_bytes, find_project, lockdown
+
+    relpath = f".claude/agents/{REVIEWER}.md"
+    data = files("ithaca.skills").joinpath("agents", f"{REVIEWER}.md").read_bytes()
+    (stage.root / relpath).parent.mkdir(parents=True, exist_ok=True)
+    (stage.root / relpath).write_bytes(data)
+    project = find_project(stage.root)
+    assert project is not None
+    manifest = Path(project.runtime) / "installs" / "claude.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({"agents": [{"path": relpath, "sha256": digest_bytes(data)}]}))
+    lockdown.accept(project, reason="the demo's reviewer set-up")
 
 
 def _read(root: Path, relpath: str) -> dict[str, str]:
@@ -370,7 +395,14 @@ async def _review(pursuit: Pursuit) -> None:
     expect(denied[0] == "deny" and "reviewer subagent" in denied[1], f"not denied: {denied}")
     say(f"agent> ultragoal submit_review (reviewing itself)\n  PreToolUse -> DENY: {denied[1]}")
 
+    _install_reviewer(stage)
     first = pursuit.dispatch_reviewer()
+    unseen = await pursuit.refused("submit_review", artifact={"status": "INCONCLUSIVE"})
+    expect(unseen["code"] == "REVIEW_NOT_SEEN_FROM_REVIEWER", f"not refused: {unseen}")
+    say(
+        "agent> (its own MCP client) ultragoal submit_review -> REFUSED:"
+        f" {unseen['code']} (no hook saw the reviewer submit it)"
+    )
     unread = await pursuit.submit_review(first, [], read=())
     code = json.loads(unread.content[0].text)["code"] if unread.is_error else None
     expect(code == "REVIEW_COVERS_NO_CHANGE", f"a review that read nothing was not refused: {code}")
@@ -388,7 +420,7 @@ async def _review(pursuit: Pursuit) -> None:
     expect(rerun["pass"] is True, f"the repair broke S1: {rerun}")
     say("agent> (repairs slugs.py: punctuation separates words; probe_slugs.py still passes)")
     second = pursuit.dispatch_reviewer()
-    expect(second != first, "the second dispatch reused the first nonce")
+    expect(second != first, "the second dispatch reused the first")
     clean = await pursuit.reviewed(second, [])
     expect(clean["verdict"] == "APPROVE", f"the clean review did not approve: {clean}")
     state = (await pursuit.call("get"))["state"]
@@ -412,9 +444,5 @@ async def _complete(pursuit: Pursuit) -> None:
     expect(done["relayed_confirmations"] == [], f"relayed approvals: {done}")
     say("agent> ultragoal request_complete -> phase complete; every story confirmed by the user")
     stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Done.")
-    if "VERIFICATION_REQUIRED" in str(stop.get("reason")):  # the team's check, not yet run
-        say("  Stop -> BLOCKED by the end-of-turn critic: the team's check has not run")
-        run_check(stage)
-        stop = stage.hook("Stop", stop_hook_active=False, last_assistant_message="Done.")
     expect(stop.get("decision") != "block", f"Stop still blocks after completion: {stop}")
     say("agent> (ends its turn)\n  Stop -> allowed: the pursuit is complete")

@@ -16,16 +16,20 @@ from ithaca.kernel import FAILED_CLOSED, Opinion, lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ithaca.hosts.claude.plugin import agent_bytes
     from ithaca.hosts.install.sandbox import HOME_PROTECTED, PROTECTED
 
-# The face other parts use: the paths every host's sandbox keeps an agent from writing.
+# The face other parts use: the paths every host's sandbox keeps an agent from writing, and
+# the bytes of an agent definition as the Claude Code plugin ships it.
 _FACE = {
     "PROTECTED": "ithaca.hosts.install.sandbox:PROTECTED",
     "HOME_PROTECTED": "ithaca.hosts.install.sandbox:HOME_PROTECTED",
+    "agent_bytes": "ithaca.hosts.claude.plugin:agent_bytes",
 }
 __all__ = [
     "PROTECTED",
     "HOME_PROTECTED",
+    "agent_bytes",
     "HOSTS",
     "runs_ithaca",
 ]

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         regular,
         states,
     )
-    from ithaca.kernel.authority import AGENT_ENVIRONMENT, require_user
+    from ithaca.kernel.authority import AGENT_ENVIRONMENT, agent_caller, require_user
     from ithaca.kernel.call import Call
     from ithaca.kernel.canon import (
         canonical,
@@ -120,6 +120,7 @@ _FACE = {
     "anchor": "ithaca.kernel.anchor",
     "escape_pointer": "ithaca.kernel.canon:escape_pointer",
     "AGENT_ENVIRONMENT": "ithaca.kernel.authority:AGENT_ENVIRONMENT",
+    "agent_caller": "ithaca.kernel.authority:agent_caller",
     "require_user": "ithaca.kernel.authority:require_user",
     "Call": "ithaca.kernel.call:Call",
     "canonical": "ithaca.kernel.canon:canonical",
@@ -187,6 +188,7 @@ __all__ = [
     "anchor",
     "escape_pointer",
     "AGENT_ENVIRONMENT",
+    "agent_caller",
     "require_user",
     "Call",
     "canonical",

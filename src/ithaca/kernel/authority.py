@@ -42,6 +42,7 @@ USER_ONLY_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("session", "reset-circuit"),
     ("session", "acquire", "--force"),
     ("sync", "import", "--rehash"),
+    ("verify", "accept-config"),
 )
 
 
@@ -105,9 +106,9 @@ def require_user(
     """Refuse with ``USER_ONLY`` unless a person at a terminal types ``token``."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
-    present = [name for name in AGENT_ENVIRONMENT if os.environ.get(name)]
+    present = agent_environment()
     if present:
-        raise _refuse(action, "agent_environment", f"a coding agent's environment ({present[0]})")
+        raise _refuse(action, "agent_environment", f"a coding agent's environment ({present})")
     if not (_isatty(stdin) and _isatty(stdout)):
         raise _refuse(action, "no_terminal", "no interactive terminal")
     ancestor = _host_ancestor(stdin)
@@ -118,6 +119,22 @@ def require_user(
     typed = (read_line or stdin.readline)().strip()
     if typed != token:
         raise _refuse(action, "confirmation_mismatch", "the confirmation did not match")
+
+
+def agent_environment() -> str | None:
+    """The first of a coding agent's environment variables this process has, or None."""
+    present = [name for name in AGENT_ENVIRONMENT if os.environ.get(name)]
+    return present[0] if present else None
+
+
+def agent_caller() -> str | None:
+    """Why this process is a coding agent's (its environment, or a host among its
+    ancestors or its terminal's, ``kernel.lineage``), or None."""
+    present = agent_environment()
+    if present:
+        return f"{present} is set"
+    ancestor = _host_ancestor(sys.stdin)
+    return None if ancestor is None else f"it descends from {ancestor}"
 
 
 def _host_ancestor(stdin: TextIO) -> str | None:

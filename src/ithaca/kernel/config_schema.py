@@ -71,8 +71,10 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
     },
     "verification": {
         "require": ((bool,), True),  # the end-of-turn critic (protocols.critic)
+        "runner": ((str,), "auto"),  # or a runner's name (verification.runners)
         "commands": ((list,), []),  # empty: found from the project (its test runner)
-        "timeout_s": ((int, float), 60),
+        "skip": ((list,), []),  # folders the content digest leaves out
+        "timeout_s": ((int, float), 600),
         "max_blocks": ((int,), 3),
     },
     "run_plan": {

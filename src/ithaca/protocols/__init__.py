@@ -37,7 +37,7 @@ MIGRATIONS = ((2, "protocols.initial", "ithaca.protocols.tables:PROTOCOLS_V1"),)
 GATES = (
     ("ithaca.protocols.gate", ("UserPromptSubmit", "PreToolUse")),
     # After the bundle's gate: the critic judges a turn the bundle already admitted.
-    ("ithaca.protocols.critic", ("PreToolUse", "PostToolUse", "Stop")),
+    ("ithaca.protocols.critic", ("PreToolUse", "Stop")),
 )
 DOCTOR_CHECKS = ("ithaca.protocols.health:check",)
 MCP_TOOLS = ("ithaca.protocols.tools:TOOLS",)

@@ -1,27 +1,28 @@
-"""The end-of-turn critic: a turn that changed the project ends only after it verified.
+"""The end-of-turn critic: a turn that changed the project ends only once Ithaca verified it.
 
 A protocol with a ``require_verification`` constraint (the base ``verify-before-done``)
-says that a turn which changed the project ends only once a verification ran green after
-its last change. The critic follows the turn through the hooks and answers at Stop:
+says that a turn which changed the project ends only once a verification passed on the
+project as it then is. Nothing the agent ran or printed counts: the verification is a
+run Ithaca made itself (``ithaca.verification``), found by the content digest of the
+project. The critic follows the turn through the hooks:
 
-- PreToolUse: the first mutating call of a turn marks it changed and records the working
-  tree as it was (``kernel.worktree``); a later mutating call marks it unverified again.
-- PostToolUse: where the host reports a command's outcome (Claude Code 2.1.332 sends
-  PostToolUse for a Bash command only when it exited 0), a verification command
-  (``verification``) that ran to the end records the tree it passed on.
-- Stop: the turn may end when it changed nothing, when the tree is the one a verification
-  passed on, or when the agent ends honestly with a line ``UNVERIFIED: <why>`` (the
-  ``completion-report`` protocol's form), which is shown to the user as unverified. Where
-  the host does not report outcomes (Codex 0.169 sends the output text alone), the critic
-  runs the first verification command itself, as a probe in the validator sandbox. Else
-  it blocks with the exact command to run, at most ``verification.max_blocks`` times a
-  turn (and below Claude Code's own cap); then the turn ends, journaled as unverified.
+- PreToolUse: the first mutating call of a turn captures what the turn began with
+  (``verification.turn``): the project's content digest, the test runner's configuration
+  (its bytes kept as blobs) and the last run before the turn, whose passing tests the
+  turn must keep.
+- Stop: the turn may end when the project's content is what it began with; when a run
+  of the project as it is now passed (the agent's ``verify`` tool call, or a run the
+  critic starts itself when the last one took less time than the host lets the hook
+  live) and kept the turn's tests and runner configuration; or when the agent ends
+  honestly with a line ``UNVERIFIED: <why>``, shown to the user as unverified. Else it
+  blocks with what to do, at most ``verification.max_blocks`` times a turn (and below
+  Claude Code's own cap); then the turn ends, journaled as unverified.
 
 The verdict is ``critic_verdict``, loaded only for a Stop after a change. Each verdict is
-journaled (``critic.verdict``), so ``ithaca log`` shows why a turn could
-or could not end. Subagents share their parent's session, so their changes count toward
-its turn. ``[verification] require = false`` in the project's configuration, which the
-agent cannot write, switches the critic off; ``ithaca status`` says so.
+journaled (``critic.verdict``), so ``ithaca log`` shows why a turn could or could not
+end. Subagents share their parent's session, so their changes count toward its turn.
+``[verification] require = false`` in the project's configuration, which the agent
+cannot write, switches the critic off; ``ithaca status`` says so.
 """
 
 from __future__ import annotations
@@ -35,14 +36,11 @@ if TYPE_CHECKING:
 
     from ithaca.kernel.call import Call
 
-EVENTS = ("PreToolUse", "PostToolUse", "Stop")
+EVENTS = ("PreToolUse", "Stop")
 NAME = "critic"
 PART = "critic"
 CONSTRAINT = "require_verification"
-# Hosts whose PostToolUse for a shell command means it exited 0.
-OUTCOME_HOSTS = ("claude",)
 DECLARATION = "UNVERIFIED:"
-SHELL_TOOLS = ("Bash",)
 
 _SESSION = "SELECT current_event_id FROM protocol_sessions WHERE host_session_id = ?"
 
@@ -52,8 +50,6 @@ def decide(call: Call | None, ctx: GateContext) -> Opinion:
         return ABSTAIN
     if ctx.event == "PreToolUse":
         _note_change(call, ctx)
-    elif ctx.event == "PostToolUse":
-        _note_verification(ctx)
     elif ctx.event == "Stop":
         event_id, state = _turn(ctx)
         if event_id is None or not state["changed"]:
@@ -70,10 +66,22 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
         return None
     if ctx.event == "PreToolUse" and final.effect in ("deny", "block"):
         return None  # the call does not run
-    state, kind, payload = planned
+    state, kind, payload, keep = planned
+    if keep is not None:
+        keep(ctx.conn, payload)
     seq = journal.append(ctx.conn, actor="hook", kind=kind, subject=ctx.session_id, payload=payload)
     gates.save_state(ctx.conn, PART, ctx.session_id, lightjson.dumps(state), seq)
     return None
+
+
+def settings(ctx: GateContext, state: dict[str, Any]) -> dict[str, Any]:
+    """The verification settings for this turn: the constraint's own commands, when it
+    names some, stand for the configuration's."""
+    chosen = dict(ctx.config["verification"])
+    named = (state.get("constraint") or {}).get("commands")
+    if named:
+        chosen["commands"] = list(named)
+    return chosen
 
 
 # --- following the turn -----------------------------------------------------------------
@@ -83,46 +91,19 @@ def _note_change(call: Call | None, ctx: GateContext) -> None:
     if call is None or not call.mutating or call.tool_class == "ithaca":
         return
     event_id, state = _turn(ctx)
-    if event_id is None or (state["changed"] and state["dirty"]):
+    if event_id is None or state["changed"]:
         return
     constraint = _constraint(ctx)
     if constraint is None:
         return
-    first = not state["changed"]
+    from ithaca.verification import start
+
+    assert ctx.project is not None and ctx.conn is not None
     state["constraint"] = constraint
-    state["verdict"] = None
-    if first:
-        from ithaca.kernel import worktree
-
-        assert ctx.project is not None
-        state.update(changed=True, turn_tree=worktree.fingerprint(ctx.project.root))
-    state["dirty"] = True
-    payload = {"event": event_id, "first": first, "tool": call.tool}
-    ctx.scratch[NAME] = (state, "critic.changed", payload)
-
-
-def _note_verification(ctx: GateContext) -> None:
-    if ctx.host not in OUTCOME_HOSTS or ctx.payload.get("tool_name") not in SHELL_TOOLS:
-        return
-    given = ctx.payload.get("tool_input")
-    response = ctx.payload.get("tool_response")
-    if not isinstance(given, dict) or given.get("run_in_background"):
-        return
-    if isinstance(response, dict) and response.get("interrupted"):
-        return
-    event_id, state = _turn(ctx)
-    if event_id is None or not state["changed"]:
-        return
-    patterns = commands(ctx, state)
-    from ithaca.protocols.verification import is_verification
-
-    if ctx.classify is None or not patterns or not is_verification(ctx.classify(), patterns):
-        return
-    assert ctx.project is not None
-    from ithaca.kernel import worktree
-
-    state.update(dirty=False, blocks=0, green_tree=worktree.fingerprint(ctx.project.root))
-    ctx.scratch[NAME] = (state, "critic.verified", {"event": event_id, "measured": "host"})
+    began, keep = start.capture(ctx.project, ctx.conn, settings(ctx, state))
+    state.update(began, changed=True, verdict=None)
+    payload = {"event": event_id, "tool": call.tool, "tree": began["turn_digest"]}
+    ctx.scratch[NAME] = (state, "critic.changed", payload, keep)
 
 
 # --- what the critic reads ---------------------------------------------------------------
@@ -144,21 +125,14 @@ def _turn(ctx: GateContext) -> tuple[str | None, dict[str, Any]]:
     event_id = session[0] if session else None
     text = gates.state_text(ctx.conn, PART, ctx.session_id)
     state = lightjson.loads(text) if text is not None else {}
-    if state.get("event") != event_id:  # a new turn: only the last green tree carries over
-        state = {
-            "event": event_id,
-            "changed": False,
-            "dirty": False,
-            "turn_tree": None,
-            "green_tree": state.get("green_tree"),
-            "blocks": 0,
-        }
+    if state.get("event") != event_id:  # a new turn
+        state = {"event": event_id, "changed": False, "blocks": 0}
     return event_id, state
 
 
 def _constraint(ctx: GateContext) -> dict[str, Any] | None:
     """The first ``require_verification`` constraint of the bundle the protocols gate
-    matched for this call, or None. The turn's state keeps it for PostToolUse and Stop."""
+    matched for this call, or None. The turn's state keeps it for Stop."""
     assert ctx.conn is not None
     ids = ctx.scratch.get("protocols", {}).get("matched") or []
     found: dict[str, Any] | None = None
@@ -177,13 +151,3 @@ def _constraint(ctx: GateContext) -> dict[str, Any] | None:
                 if found is None or (constraint.get("commands") and not found.get("commands")):
                     found = constraint  # one that names its commands outranks a bare one
     return found
-
-
-def commands(ctx: GateContext, state: dict[str, Any]) -> list[str]:
-    """The verification commands that count for this turn, in order."""
-    from ithaca.protocols.verification import commands
-
-    assert ctx.project is not None
-    constraint = state.get("constraint") or {}
-    configured = ctx.config["verification"]["commands"]
-    return commands(ctx.project.root, configured, constraint.get("commands", ()))

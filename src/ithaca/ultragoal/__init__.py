@@ -39,6 +39,7 @@ __getattr__ = lazy(__name__, _FACE)
 MIGRATIONS = (
     (7, "ultragoal.initial", "ithaca.ultragoal.tables:ULTRAGOAL_V1"),
     (12, "ultragoal.review_base", "ithaca.ultragoal.tables:ULTRAGOAL_REVIEW_BASE"),
+    (15, "ultragoal.review_pass", "ithaca.ultragoal.tables:ULTRAGOAL_REVIEW_PASS"),
 )
 GATES = (
     (

@@ -52,7 +52,7 @@ def tool_opinion(call: Call, ctx: GateContext) -> Opinion:
     if call.commands or call.unparseable:
         return shell_opinion(call, ctx)
     if call.tool_input.get("operation") in REVIEWER_OPERATIONS:
-        return _reviewer_only(ctx)
+        return _reviewer_only(ctx, call)
     return ABSTAIN
 
 
@@ -83,7 +83,7 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
                 f"`{spelled}` is run by Ithaca's hook when you start the reviewer subagent;"
                 " start the reviewer subagent instead.",
             )
-        refused = _reviewer_only(ctx) if operation in REVIEWER_OPERATIONS else ABSTAIN
+        refused = _reviewer_only(ctx, call) if operation in REVIEWER_OPERATIONS else ABSTAIN
         if refused.effect == "deny":
             return refused
         why = _reserved_for_user(operation, argv, ctx)
@@ -95,7 +95,7 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
             )
         if operation in READ_OPERATIONS:
             continue
-        named = _option_value(argv, "--session") or _assigned_session(command) or line_session
+        named = option_value(argv, "--session") or _assigned_session(command) or line_session
         if named in (f"${SESSION_VARIABLE}", f"${{{SESSION_VARIABLE}}}"):
             named = line_session or ctx.session_id  # the variable our SessionStart exports
         if named is not None and ("$" in named or "`" in named):
@@ -114,23 +114,42 @@ def shell_opinion(call: Call, ctx: GateContext) -> Opinion:
 
 
 def is_reviewer(agent_type: object, reviewer: str) -> bool:
-    """Whether a subagent type names the reviewer: as installed, or as the Ithaca plugin
-    for Claude Code makes it known (``ithaca:<name>``)."""
-    return agent_type in (reviewer, f"ithaca:{reviewer}")
+    """Whether a delegate call's subagent type can start the reviewer: its name or the
+    Ithaca plugin's (``ithaca:<name>``), in any case, as Claude Code resolves it."""
+    from ithaca.ultragoal.reviewer_definition import resolves_to_reviewer
+
+    return resolves_to_reviewer(agent_type, reviewer)
 
 
-def _reviewer_only(ctx: GateContext) -> Opinion:
+def _reviewer_only(ctx: GateContext, call: Call | None = None) -> Opinion:
     """Submitting or ticketing a review is the reviewer subagent's (docs/ultragoal.md, "Who
-    may do what"); Codex payloads name no subagent, so there only the review's nonce binds
-    it to a dispatch."""
-    reviewer = ctx.config["ultragoal"]["reviewer_agent_type"]
-    if ctx.host == "codex" or is_reviewer(ctx.payload.get("agent_type"), reviewer):
-        return ABSTAIN
-    from ithaca.ultragoal.prompts import not_reviewer
+    may do what"), known by the host's agent identity in the payload (Claude Code and
+    Codex both name the subagent: ``agent_id`` and ``agent_type``). A submission on a
+    shell line must carry its artifact on the line, where the hook can bind its pass."""
+    from ithaca.ultragoal.reviewer_definition import expected_agent_type, is_reviewer_caller
 
-    return Opinion(
-        "deny", "REVIEW_SUBMITTER_NOT_REVIEWER", not_reviewer(reviewer), gate="ultragoal"
-    )
+    if not is_reviewer_caller(ctx):
+        from ithaca.ultragoal.prompts import not_reviewer
+
+        return Opinion(
+            "deny",
+            "REVIEW_SUBMITTER_NOT_REVIEWER",
+            not_reviewer(expected_agent_type(ctx)),
+            gate="ultragoal",
+        )
+    if call is not None and call.commands:
+        from ithaca.ultragoal.tool_hooks import shell_submissions, submitted_artifact
+
+        if shell_submissions(call) and submitted_artifact(call, ctx) is None:
+            return _deny(
+                "REVIEW_SUBMISSION_UNVERIFIABLE",
+                "Ithaca binds a review to the exact artifact its hook sees you submit, and"
+                " this line does not show it (standard input, a file, or text that is not"
+                " JSON). Submit with the `ultragoal` MCP tool (operation submit_review), or"
+                " put the artifact on the line: `ithaca ultragoal submit-review --data"
+                " '<json>'`.",
+            )
+    return ABSTAIN
 
 
 def _reserved_for_user(operation: str, argv: tuple[str, ...], ctx: GateContext) -> str | None:
@@ -140,7 +159,7 @@ def _reserved_for_user(operation: str, argv: tuple[str, ...], ctx: GateContext) 
             return "strict approval is on"
         phase = _pursuit(ctx, "phase")
         return None if phase in (None, "planning") else "the pursuit has begun"
-    budget = {option: _option_value(argv, option) for option in BUDGET_OPTIONS}
+    budget = {option: option_value(argv, option) for option in BUDGET_OPTIONS}
     if operation != "set" or not any(budget.values()):
         return None
     row = _pursuit(ctx, "pursued_once, max_iterations, max_wall_minutes")
@@ -163,7 +182,7 @@ def _pursuit(ctx: GateContext, columns: str) -> object:
     return found[0]
 
 
-def _option_value(argv: tuple[str, ...], option: str) -> str | None:
+def option_value(argv: tuple[str, ...], option: str) -> str | None:
     """The value of ``option`` (``--opt V`` or ``--opt=V``), the last one given."""
     value = None
     for index, word in enumerate(argv):

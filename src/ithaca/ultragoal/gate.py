@@ -4,7 +4,8 @@ Most tool calls and prompts have nothing to do with Ultragoal, and the hooks run
 one of them, so this front decides relevance from the call alone (a prompt's: its text and
 whether the session pursues a goal) and loads only the logic a call needs: the Stop gate
 (``stop_gate``), seeding and re-injection at session starts and prompts
-(``session_hooks``), the Skill seed and review-dispatch claim (``tool_hooks``), and the
+(``session_hooks``), the Skill seed, the review-dispatch claim and the reviewer's
+submission pass (``tool_hooks``), and the
 Bash guard for Ultragoal's own operations (``authority``). It imports only the
 standard library and the kernel.
 """
@@ -86,8 +87,9 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
         from ithaca.ultragoal import session_hooks
 
         return session_hooks.commit(call, final, ctx)
-    if call is None or call.tool not in RELEVANT_TOOLS:
-        return None  # only a Skill call (seed) or the reviewer's start (claim) writes
+    if call is None or not (call.tool in RELEVANT_TOOLS or _submits_review(call, ctx)):
+        return None  # only a Skill call (seed), the reviewer's start (claim) and the
+        # reviewer's submission (its pass) write
     from ithaca.ultragoal import tool_hooks
 
     return tool_hooks.commit(call, final, ctx)
@@ -122,6 +124,14 @@ def _prompt_concerns_ultragoal(ctx: GateContext) -> bool:
     if ctx.conn is None or ctx.session_id is None:
         return False
     return ctx.conn.execute(_PURSUING, (ctx.session_id,)).fetchone() is not None
+
+
+def _submits_review(call: Call, ctx: GateContext) -> bool:
+    """Whether a call submits a review (the MCP tool's submit_review, or the command on a
+    shell line), judged cheaply; ``tool_hooks`` reads it properly."""
+    if call.tool == f"mcp__{ctx.config['protocols']['mcp_server_name']}__ultragoal":
+        return call.tool_input.get("operation") == "submit_review"
+    return bool(call.ithaca_commands) and "submit-review" in command_text(call)
 
 
 def _concerns_ultragoal(call: Call | None, ctx: GateContext) -> bool:

@@ -114,7 +114,7 @@ OPERATIONS: dict[str, dict[str, tuple[Checker, bool]]] = {
     "set_blocked": {"reason": (_text, OPTIONAL)},
     "adopt": {"src": (_text, REQUIRED)},
     "review_ticket": {},
-    "submit_review": {"nonce": (_text, REQUIRED), "artifact": (_json, REQUIRED)},
+    "submit_review": {"nonce": (_text, OPTIONAL), "artifact": (_json, REQUIRED)},
     "claim_review_dispatch": {},
     "approve_review_dispatch_renewal": {},
     "dismiss_review_finding": {

@@ -79,8 +79,10 @@ def claim_review_dispatch(
 
     Returns ``{allowed, reason, used, cap, code, nonce?, dispatch_no?}``; only an allowed
     claim writes (``used + 1``, a dispatch row keeping the nonce's SHA-256, one event).
-    With ``nonce_in_prompt`` the hook hands the nonce to the reviewer in its prompt, so
-    the dispatch counts as picked up; otherwise the nonce waits for ``review-ticket``."""
+    The nonce names the dispatch and authorises nothing (a submission needs the pass the
+    hook mints when it sees the reviewer submit, ``mint_review_pass``). With
+    ``nonce_in_prompt`` the hook starts the reviewer itself, so the dispatch counts as
+    picked up and the nonce is kept nowhere; otherwise it waits for ``review-ticket``."""
     row = records.load(conn, session_id)
     if row is None or row["phase"] != "pursuing" or not row["active"]:
         used, cap = (
@@ -143,6 +145,59 @@ def claim_review_dispatch(
         now=now,
     )
     return {**_claim("allowed", used + 1, cap), "nonce": nonce, "dispatch_no": dispatch_no}
+
+
+def mint_review_pass(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    artifact_sha256: str,
+    host: str,
+    agent_id: str,
+    agent_type: str,
+    now: str,
+) -> dict[str, Any] | None:
+    """Record that the PreToolUse hook saw the reviewer subagent submit the artifact whose
+    SHA-256 is ``artifact_sha256`` (docs/ultragoal.md, "Operations", review lane): a pass
+    bound to the session, the oldest open dispatch and that exact artifact, which
+    ``submit-review`` spends. Returns ``{pass_no, dispatch_no}``, or None when no claimed
+    dispatch is open (the submission is then refused by the service)."""
+    row = records.load(conn, session_id)
+    if row is None:
+        return None
+    found = conn.execute(
+        "SELECT dispatch_no FROM ultragoal_review_dispatch WHERE session_id = ?"
+        " AND consumed_at IS NULL AND void = 0 ORDER BY dispatch_no LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if found is None:
+        return None
+    pass_no = 1 + int(
+        conn.execute(
+            "SELECT coalesce(max(pass_no), 0) FROM ultragoal_review_pass WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()[0]
+    )
+    conn.execute(
+        "INSERT INTO ultragoal_review_pass (session_id, pass_no, dispatch_no, artifact_sha256,"
+        " host, agent_id, agent_type, minted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, pass_no, found[0], artifact_sha256, host, agent_id, agent_type, now),
+    )
+    records.commit(
+        conn,
+        row,
+        actor="hook",
+        kind="review_pass_minted",
+        payload={
+            "pass_no": pass_no,
+            "dispatch_no": found[0],
+            "artifact_sha256": artifact_sha256,
+            "agent_id": agent_id,
+            "agent_type": agent_type,
+        },
+        now=now,
+    )
+    return {"pass_no": pass_no, "dispatch_no": found[0]}
 
 
 def limit_budget(

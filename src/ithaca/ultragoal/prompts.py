@@ -84,7 +84,9 @@ def error_allow(count: int, code: str) -> str:
 def not_reviewer(reviewer: str) -> str:
     return (
         f"Ultragoal: submit-review and review-ticket belong to the reviewer subagent "
-        f"({reviewer}); start it with the Agent tool instead of calling them yourself."
+        f"({reviewer}) that Ithaca's hook started; start it (Agent tool; Codex: spawn_agent)"
+        " instead of calling them yourself. A review counts only when the hook sees the"
+        " reviewer itself submit it."
     )
 
 

@@ -1,8 +1,13 @@
 """The review lane's operations: tickets, submissions, resolutions, dismissals, renewal.
 
-A review counts only when it comes from a dispatch the hook claimed against the budget:
-the claim mints a nonce (only its SHA-256 is kept once delivered), and ``submit-review``
-needs an unconsumed one. The artifact is validated strictly and reduced by code
+A review counts only when it comes from a dispatch the hook claimed against the budget,
+and only when the PreToolUse hook saw the reviewer subagent itself submit it: the host
+names the subagent in the hook payload, and the hook then mints a one-use pass bound to
+the open dispatch and the exact artifact (``lifecycle.mint_review_pass``).
+``submit-review`` spends one pass per attempt, and without one it refuses
+(``REVIEW_NOT_SEEN_FROM_REVIEWER``): a submission from the agent under review, from a
+client it started itself or from a script, carries none. The dispatch's nonce names a
+dispatch and authorises nothing. The artifact is validated strictly and reduced by code
 (``reducer``). MEDIUM repairs are closed with hash-bound evidence
 (``record-comment-resolution``); a wrong admitted finding can be dismissed only by the
 user and only unambiguously, pinned to the artifact so it lapses with the next review;
@@ -15,7 +20,7 @@ import sqlite3
 from typing import Any
 
 from ithaca.kernel import canon
-from ithaca.kernel.errors import InvalidInput, Refused, invalid_field
+from ithaca.kernel.errors import InvalidInput, IthacaError, Refused, invalid_field
 from ithaca.ultragoal import evidence, records, reducer, review_diff
 from ithaca.ultragoal.contract import scope_digest
 from ithaca.ultragoal.operation import Context, Row, require_phase, require_user
@@ -63,28 +68,48 @@ def review_ticket(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
 
 
 def submit_review(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
-    nonce = command["nonce"]
+    nonce = command.get("nonce")
     artifact = command["artifact"]
+    artifact_sha = canon.digest(artifact)
+    seen = _pass(ctx.read(), ctx.session_id, artifact_sha)
+    if seen is None:
+        raise _not_seen(ctx.read(), ctx.session_id)
+    try:
+        return _submit(ctx, seen, nonce, artifact, artifact_sha)
+    except IthacaError:
+        _spend(ctx, seen[0])  # one attempt per pass: the hook mints a new one per call
+        raise
+
+
+def _submit(
+    ctx: Context, seen: tuple[int, int], nonce: str | None, artifact: Any, artifact_sha: str
+) -> dict[str, Any]:
     coverage = _coverage(ctx, artifact)
 
     def apply(tx: sqlite3.Connection, row: Row) -> dict[str, Any]:
         require_phase(row, PURSUING, "PHASE_NOT_PURSUING")
-        found = tx.execute(
-            "SELECT dispatch_no FROM ultragoal_review_dispatch WHERE session_id = ?"
-            " AND nonce_sha256 = ? AND consumed_at IS NULL AND void = 0",
-            (ctx.session_id, canon.digest_bytes(nonce.encode("utf-8"))),
-        ).fetchone()
-        if found is None:
-            raise Refused(
-                "REVIEW_NONCE_INVALID",
-                "the nonce matches no claimed, unconsumed review dispatch of this session",
-            )
+        if _pass(tx, ctx.session_id, artifact_sha) != seen:
+            raise _not_seen(tx, ctx.session_id)
+        pass_no, dispatch_no = seen
+        if nonce is not None:  # a label: it picks the open dispatch, it authorises nothing
+            named = tx.execute(
+                "SELECT dispatch_no FROM ultragoal_review_dispatch WHERE session_id = ?"
+                " AND nonce_sha256 = ? AND consumed_at IS NULL AND void = 0",
+                (ctx.session_id, canon.digest_bytes(nonce.encode("utf-8"))),
+            ).fetchone()
+            if named is None:
+                raise Refused(
+                    "REVIEW_NONCE_INVALID",
+                    "the nonce names no claimed, unconsumed review dispatch of this session"
+                    " (leave it out: the review is bound to the dispatch the hook saw)",
+                )
+            dispatch_no = int(named[0])
         problem = reducer.artifact_problem(artifact)
         if problem is not None:
             raise InvalidInput(
                 "REVIEW_ARTIFACT_INVALID",
                 f"the review artifact is invalid at {problem[0] or '/'}: {problem[1]}"
-                " (the nonce stays usable)",
+                " (the dispatch stays open: submit the corrected artifact)",
                 {"path": problem[0], "problem": problem[1]},
             )
         sha = reducer.artifact_sha256(artifact)
@@ -97,16 +122,21 @@ def submit_review(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
             " VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
             " artifact = excluded.artifact, artifact_sha256 = excluded.artifact_sha256,"
             " dispatch_no = excluded.dispatch_no",
-            (ctx.session_id, canon.canonical_text(artifact), sha, found[0]),
+            (ctx.session_id, canon.canonical_text(artifact), sha, dispatch_no),
         )
         tx.execute(
             "UPDATE ultragoal_review_dispatch SET consumed_at = ?,"
             " picked_up_at = coalesce(picked_up_at, ?), nonce = NULL"
             " WHERE session_id = ? AND dispatch_no = ?",
-            (ctx.now, ctx.now, ctx.session_id, found[0]),
+            (ctx.now, ctx.now, ctx.session_id, dispatch_no),
+        )
+        tx.execute(
+            "UPDATE ultragoal_review_pass SET spent_at = ? WHERE session_id = ? AND pass_no = ?",
+            (ctx.now, ctx.session_id, pass_no),
         )
         inputs = {
-            "dispatch_no": found[0],
+            "dispatch_no": dispatch_no,
+            "pass_no": pass_no,
             "artifact_sha256": sha,
             "superseded_blob": superseded,
             "coverage": coverage,
@@ -121,6 +151,47 @@ def submit_review(ctx: Context, command: dict[str, Any]) -> dict[str, Any]:
         )
 
     return ctx.write(apply)
+
+
+def _pass(conn: sqlite3.Connection, session_id: str, artifact_sha: str) -> tuple[int, int] | None:
+    """``(pass_no, dispatch_no)`` of the newest unspent pass the hook minted for exactly
+    this artifact on an open dispatch of the session, or None."""
+    found = conn.execute(
+        "SELECT p.pass_no, p.dispatch_no FROM ultragoal_review_pass p"
+        " JOIN ultragoal_review_dispatch d"
+        " ON d.session_id = p.session_id AND d.dispatch_no = p.dispatch_no"
+        " WHERE p.session_id = ? AND p.artifact_sha256 = ? AND p.spent_at IS NULL"
+        " AND d.consumed_at IS NULL AND d.void = 0 ORDER BY p.pass_no DESC LIMIT 1",
+        (session_id, artifact_sha),
+    ).fetchone()
+    return None if found is None else (int(found[0]), int(found[1]))
+
+
+def _not_seen(conn: sqlite3.Connection, session_id: str) -> Refused:
+    """The refusal of a submission no hook saw coming from the reviewer subagent."""
+    open_dispatch = conn.execute(
+        "SELECT 1 FROM ultragoal_review_dispatch WHERE session_id = ? AND consumed_at IS NULL"
+        " AND void = 0",
+        (session_id,),
+    ).fetchone()
+    return Refused(
+        "REVIEW_NOT_SEEN_FROM_REVIEWER",
+        "a review counts only when Ithaca's hook saw the reviewer subagent it started submit"
+        " it (submit_review with this exact artifact, called by the reviewer itself); this"
+        " submission came from somewhere else"
+        + ("" if open_dispatch else ", and no claimed review dispatch is open")
+        + ". Start the reviewer subagent and let it submit its own review.",
+        {"dispatch_open": open_dispatch is not None},
+    )
+
+
+def _spend(ctx: Context, pass_no: int) -> None:
+    with ctx.store.write() as tx:
+        tx.execute(
+            "UPDATE ultragoal_review_pass SET spent_at = ? WHERE session_id = ? AND pass_no = ?"
+            " AND spent_at IS NULL",
+            (ctx.now, ctx.session_id, pass_no),
+        )
 
 
 def _coverage(ctx: Context, artifact: Any) -> dict[str, Any] | None:

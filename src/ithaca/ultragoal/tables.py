@@ -12,6 +12,26 @@ their transaction compare it to learn whether what they read is still current.
 # enters pursuing, '' in a repository that had no commit then.
 ULTRAGOAL_REVIEW_BASE = "ALTER TABLE ultragoal_pursuit ADD COLUMN review_base TEXT;"
 
+# The hook's submission passes: one for each review submission the PreToolUse hook saw
+# coming from the reviewer subagent (the host's agent identity in the payload), bound to
+# the open dispatch and the exact artifact. ``submit-review`` spends one per attempt.
+ULTRAGOAL_REVIEW_PASS = """
+CREATE TABLE ultragoal_review_pass (
+  session_id TEXT NOT NULL,
+  pass_no INTEGER NOT NULL CHECK (pass_no >= 1),
+  dispatch_no INTEGER NOT NULL,
+  artifact_sha256 TEXT NOT NULL CHECK (length(artifact_sha256) = 64),
+  host TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  agent_type TEXT NOT NULL,
+  minted_at TEXT NOT NULL,
+  spent_at TEXT,
+  PRIMARY KEY (session_id, pass_no),
+  FOREIGN KEY (session_id, dispatch_no) REFERENCES ultragoal_review_dispatch(session_id,
+    dispatch_no) ON DELETE CASCADE ON UPDATE CASCADE
+);
+"""
+
 ULTRAGOAL_V1 = """
 CREATE TABLE ultragoal_pursuit (
   session_id TEXT PRIMARY KEY CHECK (length(session_id) BETWEEN 1 AND 200),

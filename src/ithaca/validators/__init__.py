@@ -23,7 +23,7 @@ from ithaca.kernel import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ithaca.validators import bindings, runner, runtimes, snapshot
+    from ithaca.validators import bindings, confine, runner, runtimes, sandbox, snapshot
     from ithaca.validators.confine import bubblewrap
     from ithaca.validators.notebooks import NotebookService
     from ithaca.validators.runner import remove_stale_run_folders
@@ -36,6 +36,8 @@ _FACE = {
     "runner": "ithaca.validators.runner",
     "snapshot": "ithaca.validators.snapshot",
     "runtimes": "ithaca.validators.runtimes",
+    "confine": "ithaca.validators.confine",
+    "sandbox": "ithaca.validators.sandbox",
 }
 __all__ = [
     "NotebookService",
@@ -45,6 +47,8 @@ __all__ = [
     "runner",
     "snapshot",
     "runtimes",
+    "confine",
+    "sandbox",
 ]
 __getattr__ = lazy(__name__, _FACE)
 

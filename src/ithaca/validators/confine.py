@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+from collections.abc import Sequence
 from typing import Any
 
 from ithaca.hosts import HOME_PROTECTED, PROTECTED  # the install's list
@@ -47,13 +48,19 @@ _VIEW = ("--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "
 
 
 def confinement(
-    run_folder: str, project_root: str | None, settings: dict[str, Any]
+    run_folder: str,
+    project_root: str | None,
+    settings: dict[str, Any],
+    binds: Sequence[tuple[str, str]] = (),
 ) -> tuple[Confinement | None, list[dict[str, str]]]:
     """The run's confinement, or None and the diagnostic of a run the user let go
-    unconfined; refuses when confinement is required and bubblewrap cannot run here."""
+    unconfined; refuses when confinement is required and bubblewrap cannot run here.
+    ``binds``: (source, destination) files laid read-only over the view (an existing
+    destination; the verification run puts a turn's runner configuration back)."""
     found = bubblewrap()
     if found is not None:
-        return Confinement(prefix(found, run_folder, hidden_paths(project_root))), []
+        hidden = hidden_paths(project_root)
+        return Confinement(prefix(found, run_folder, hidden, binds)), []
     if settings["require_filesystem_isolation"]:
         raise Refused(
             "VALIDATOR_ISOLATION_UNAVAILABLE",
@@ -103,8 +110,11 @@ def hidden_paths(project_root: str | None) -> list[str]:
     return kept
 
 
-def prefix(bwrap: str, run_folder: str, hidden: list[str]) -> tuple[str, ...]:
-    """The command prefix that confines a run to ``run_folder``.
+def prefix(
+    bwrap: str, run_folder: str, hidden: list[str], binds: Sequence[tuple[str, str]] = ()
+) -> tuple[str, ...]:
+    """The command prefix that confines a run to ``run_folder``, with ``binds`` laid
+    read-only over the view after the protected paths are hidden.
 
     bubblewrap sets ``PWD`` in the child's environment; ``env -u PWD`` takes it out again,
     so the environment stays the sandbox's allow-list."""
@@ -114,6 +124,8 @@ def prefix(bwrap: str, run_folder: str, hidden: list[str]) -> tuple[str, ...]:
             args += ["--tmpfs", path, "--remount-ro", path]
         else:
             args += ["--ro-bind", "/dev/null", path]
+    for source, destination in binds:
+        args += ["--ro-bind", source, destination]
     args += ["--bind", run_folder, run_folder, "--", system_tool("env") or "env", "-u", "PWD"]
     return tuple(args)
 

@@ -100,13 +100,26 @@ def test_the_seed_sequence_reaches_complete_through_the_cli(opened: Any, project
         "at": "now",
         "files_read": [{"path": "done.txt", "sha256": canon.digest_bytes(b"done\n")}],
     }
-    ok(project_dir, "submit-review", "--nonce", claim, "--data", json.dumps(artifact))
+    unseen = ultragoal(
+        project_dir, "submit-review", "--nonce", claim, "--data", json.dumps(artifact)
+    )
+    assert error(unseen)["code"] == "REVIEW_NOT_SEEN_FROM_REVIEWER"  # a nonce alone is nothing
+    _seen(opened, artifact)  # the hook saw the reviewer subagent run the command
+    ok(project_dir, "submit-review", "--data", json.dumps(artifact))
     assert ok(project_dir, "get-review-result")["verdict"] == "APPROVE"
     ok(project_dir, "set-verdict", "--verdict", "APPROVE")
     assert ok(project_dir, "request-complete")["phase"] == "complete"
     status = ultragoal(project_dir, "status")
     assert status.stdout.strip() == "complete"
     assert ok(project_dir, "get") is None
+
+
+def _seen(opened: Any, artifact: dict[str, Any]) -> None:
+    """The pass the PreToolUse hook mints when the reviewer subagent submits ``artifact``."""
+    from tests.ultragoal.conftest import reviewer_pass
+
+    with opened.store.write() as tx:
+        reviewer_pass(tx, SESSION, artifact)
 
 
 def _claim(opened: Any) -> str:

@@ -319,7 +319,7 @@ def test_install_adds_the_reviewer_as_a_codex_agent_role_from_the_same_text(tmp_
     assert role["name"] == SCHEMA["ultragoal"]["reviewer_agent_type"][1]
     shipped = files("ithaca.skills").joinpath("agents", "code-reviewer.md").read_text()
     assert role["developer_instructions"].strip() == shipped.split("---\n", 2)[2].strip()
-    assert "ULTRAGOAL_REVIEW session=<session id> nonce=<nonce>" in role["developer_instructions"]
+    assert "ULTRAGOAL_REVIEW session=<session id> dispatch=<n>" in role["developer_instructions"]
     assert install(root).unchanged.count("agent code-reviewer") == 1
 
     removal = uninstall(root)

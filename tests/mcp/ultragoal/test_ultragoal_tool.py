@@ -93,6 +93,7 @@ def test_the_seed_sequence_reaches_complete_over_mcp(ug: Any, agent: Agent) -> N
             verifier="self-check",
         )
     nonce = ug.claim()["nonce"]
+    ug.seen(ug.artifact())  # the hook saw the reviewer subagent submit it
     assert agent.ok("submit_review", nonce=nonce, artifact=ug.artifact())["verdict"] == "APPROVE"
     agent.ok("set_verdict", verdict="APPROVE")
     assert agent.ok("request_complete")["phase"] == "complete"

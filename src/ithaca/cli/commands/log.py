@@ -79,22 +79,37 @@ def _describe(entry: dict[str, Any]) -> str:
         return f"until {payload['expiresAt']}"
     if kind.startswith("critic."):
         return _critic_line(kind, payload)
+    if kind == "verify.run":
+        return verification_line(payload)
+    if kind == "verify.config_accepted":
+        return f"the user accepted the {payload['runner']} configuration"
     return ""
 
 
 def _critic_line(kind: str, payload: dict[str, Any]) -> str:
     """Why the end-of-turn critic let a turn end or held it."""
     if kind == "critic.changed":
-        return f"{payload['tool']} changed the project" + (" (first)" if payload["first"] else "")
-    if kind == "critic.verified":
-        return f"a verification passed (reported by the {payload['measured']})"
+        return f"{payload['tool']} changed the project: the turn now needs a verification"
     verdict: str = payload["verdict"]
-    line = {
-        "blocked": f"BLOCKED the end: run `{payload.get('command')}` ({payload.get('block')})",
-        "verified": f"may end: `{payload.get('command')}` passed after the last change",
+    return {
+        "blocked": f"BLOCKED the end: no passing run by Ithaca ({payload.get('block')})",
+        "verified": f"may end: Ithaca's run {payload.get('run')} passed on the project as it is",
         "unchanged": "may end: the turn left the project as it was",
         "unverified": f"ended UNVERIFIED: {payload.get('why')}",
     }.get(verdict, verdict)
-    if payload.get("measured") == "ithaca":
-        line += " (run by Ithaca)"
-    return line
+
+
+def verification_line(payload: dict[str, Any]) -> str:
+    """One of Ithaca's own verification runs, with its counts."""
+    counts = payload.get("counts")
+    counted = (
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['errors']} errors,"
+        f" {counts['skipped']} skipped of {counts['collected']}"
+        if counts
+        else "not counted"
+    )
+    seconds = payload["duration_ms"] / 1000
+    return (
+        f"{payload['runner']} {payload['status']}: {counted}, {seconds:.1f} s,"
+        f" tree {payload['tree_digest'][:12]} ({payload['id']})"
+    )

@@ -387,19 +387,20 @@ def claim_review_dispatch_command(ctx: click.Context, session: str | None) -> No
 @session_option
 @click.pass_context
 def review_ticket_command(ctx: click.Context, session: str | None) -> None:
-    """Reviewer: take the nonce of the oldest claimed dispatch."""
+    """Reviewer: the oldest claimed dispatch and its nonce (a label; it authorises nothing)."""
     write(ctx, "review_ticket", session)
 
 
 @group.command("submit-review")
 @session_option
-@click.option("--nonce", required=True)
+@click.option("--nonce", default=None, help="Optional: the dispatch's nonce, checked if given.")
 @click.option("--data", "artifact", required=True, metavar="JSON|-")
 @click.pass_context
 def submit_review_command(
-    ctx: click.Context, session: str | None, nonce: str, artifact: str
+    ctx: click.Context, session: str | None, nonce: str | None, artifact: str
 ) -> None:
-    """Reviewer: store the review artifact under a claimed dispatch."""
+    """Reviewer subagent: store the review artifact under the open dispatch. Accepted only
+    when Ithaca's hook saw the reviewer run this very command with the artifact on it."""
     value = json_flag("data", artifact)
     write(ctx, "submit_review", session, nonce=nonce, artifact=value)
 

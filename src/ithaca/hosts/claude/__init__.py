@@ -45,7 +45,8 @@ PROMPT_EVENTS = ("UserPromptSubmit", "UserPromptExpansion")
 # The events whose hook can stop what comes next: exit 2 blocks each (docs/hooks.md).
 BLOCKING_EVENTS = (*PROMPT_EVENTS, "PreToolUse", "Stop", "SubagentStop")
 # How long Claude Code waits for each event's hook, in seconds: the install sets it, and a
-# hook run without ``--timeout`` assumes it (docs/hooks.md "Host timeouts").
+# hook run without ``--timeout`` assumes it (docs/hooks.md "Host timeouts"). Stop's is
+# long: the end-of-turn critic may run the project's tests itself (``critic_run``).
 TIMEOUTS = {
     "SessionStart": 10,
     "UserPromptSubmit": 10,
@@ -53,7 +54,7 @@ TIMEOUTS = {
     "PreToolUse": 5,
     "PostToolUse": 10,
     "PreCompact": 10,
-    "Stop": 15,
+    "Stop": 90,
     "SubagentStop": 15,
     "SessionEnd": 10,
 }

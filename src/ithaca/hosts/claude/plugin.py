@@ -63,7 +63,7 @@ def plugin_files() -> dict[str, bytes]:
         ),
         "README.md": README.encode("utf-8"),
         **{f"skills/{name}/SKILL.md": _skill(name) for name in SKILLS},
-        **{f"agents/{name}.md": _agent(name) for name in AGENTS},
+        **{f"agents/{name}.md": agent_bytes(name) for name in AGENTS},
     }
     return {
         MARKETPLACE_RELPATH: _json(_marketplace()),
@@ -163,8 +163,9 @@ def _skill(name: str) -> bytes:
     return text.replace(claude, f'subagent_type: "{REVIEWER_IN_PLUGIN}"').encode("utf-8")
 
 
-def _agent(name: str) -> bytes:
-    """A shipped agent, its tools named as Claude Code names the plugin's."""
+def agent_bytes(name: str) -> bytes:
+    """A shipped agent as the plugin carries it, its tools named as Claude Code names the
+    plugin's (the Ultragoal hook checks the plugin's reviewer against it)."""
     text = _shipped("agents", f"{name}.md").decode("utf-8")
     return text.replace("mcp__ithaca__", PLUGIN_TOOL_PREFIX).encode("utf-8")
 

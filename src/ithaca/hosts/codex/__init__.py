@@ -54,7 +54,7 @@ SESSION_ENV_FILE = "CODEX_ENV_FILE"
 BLOCKING_EVENTS = ("UserPromptSubmit", "PreToolUse", "Stop")
 # How long Codex waits for each event's hook, in seconds: the install sets it, and a hook
 # run without ``--timeout`` assumes it (docs/hooks.md "Host timeouts"). Stop's is long: the
-# end-of-turn critic may run the verification itself (critic_run).
+# end-of-turn critic may run the project's tests itself (``critic_run``).
 TIMEOUTS = {
     "SessionStart": 10,
     "UserPromptSubmit": 10,
