@@ -157,7 +157,8 @@ def test_environment():
     ]
     assert "VIRTUAL_ENV" not in os.environ and "AGENT_SECRET" not in os.environ
     assert os.environ["PYTEST_ADDOPTS"].startswith("-p no:cacheprovider --junitxml=")
-    assert os.environ["HOME"].startswith(os.environ["PYTHONPYCACHEPREFIX"].rsplit("/", 1)[0])
+    assert os.environ["HOME"].endswith("/home")
+    assert os.environ["PYTHONPYCACHEPREFIX"].endswith("/pycache")
     assert os.environ["CI"] == "1"
 """
 
@@ -227,6 +228,31 @@ def test_a_folder_of_the_project_on_ithacas_own_path_is_left_out(
 
     assert outcome.status == "failed" and "(shim)" not in outcome.tail
     assert outcome.tests == {"test_f::test_f": "failed"}
+
+
+@needs.bubblewrap
+def test_the_runners_compiled_libraries_are_read_only_to_the_run(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    """Ithaca compiles pytest's modules once, outside the run; a test cannot write there
+    (a later run would load what it wrote)."""
+    probe = (
+        "import os\n\ndef test_cannot_write_the_compiled_libraries():\n"
+        "    folder = os.environ['PYTHONPYCACHEPREFIX']\n"
+        "    found = [name for _, _, names in os.walk(folder) for name in names]\n"
+        "    assert any(name.endswith('.pyc') for name in found)\n"
+        "    try:\n"
+        "        open(os.path.join(folder, 'planted.pyc'), 'wb').close()\n"
+        "    except OSError:\n"
+        "        return\n"
+        "    raise AssertionError('the run wrote its compiled libraries')\n"
+    )
+    root = lay(tmp_path / "p", {"pytest.ini": "[pytest]\n", "test_probe.py": probe})
+
+    outcome = verify(root, settings)
+
+    assert outcome.status == "passed", outcome.tail
+    assert outcome.tests == {"test_probe::test_cannot_write_the_compiled_libraries": "passed"}
 
 
 @needs.bubblewrap

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ithaca.kernel.errors import Refused, invalid_field
 from ithaca.validators import confine, runtimes, sandbox
-from ithaca.verification import reports
+from ithaca.verification import bytecode, reports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,6 +98,16 @@ def in_sandbox(
         for name in ("home", "temp", "pycache"):
             os.mkdir(os.path.join(run_folder, name), 0o700)
         binds = _lay_overlay(stage, laid)
+        env = environment(run_folder, values, os.path.realpath(root))
+        command, report_path = _command(root, runner, run_folder, stage, env["PATH"])
+        compiled = None
+        if confine.bubblewrap() is not None:
+            compiled = bytecode.cache_for(command[0], runner.name, root)
+        if compiled is not None:  # read-only in the run: it reads it, and cannot write it
+            seen_at = os.path.join(stage, "pycache")
+            os.mkdir(seen_at)
+            binds.append((compiled, seen_at))
+            env["PYTHONPYCACHEPREFIX"] = seen_at
         confinement, unconfined = confine.confinement(run_folder, root, values, binds)
         if confinement is None and binds:
             return _error(
@@ -105,8 +115,6 @@ def in_sandbox(
                 " (validators.require_filesystem_isolation is false here), so the run"
                 " would not be the turn's"
             )
-        env = environment(run_folder, values, os.path.realpath(root))
-        command, report_path = _command(root, runner, run_folder, stage, env["PATH"])
         language = "python" if runner.name in PYTHON_RUNNERS else "verification"
         outcome = sandbox.execute(
             command,
