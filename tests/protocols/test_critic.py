@@ -14,7 +14,9 @@ are real, in the validator sandbox.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +340,36 @@ def test_the_critic_stays_below_claude_codes_own_stop_cap(turn, monkeypatch):
 
     assert answer.get("decision") != "block" and "UNVERIFIED" in answer["systemMessage"]
     assert [v["verdict"] for v in turn.verdicts()] == ["blocked", "unverified"]
+
+
+PYPROJECT = '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n'
+
+
+def test_a_shared_file_counts_as_runner_configuration_only_in_the_runners_sections(
+    governed_dir, hook
+):
+    """pyproject.toml configures pytest in ``[tool.pytest…]``: a dependency added elsewhere
+    ends the turn verified, a change there ends it UNVERIFIED (and its run used the old)."""
+    lay_calc(governed_dir)
+    (governed_dir / "pyproject.toml").write_text(PYPROJECT)
+    interpreter = Path(sys.executable).parent  # has pytest; the user's file names it
+    user = Path(os.environ["ITHACA_HOME"]) / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(f'[validators]\npath = "{interpreter}:/usr/bin:/bin"\n')
+    turn = Turn(governed_dir, hook)
+    turn.begin()
+    turn.edit(
+        "pyproject.toml", PYPROJECT.replace('name = "calc"', 'name = "calc"\ndependencies = []')
+    )
+
+    assert turn.stop() == {}
+    assert turn.verdicts()[-1]["verdict"] == "verified"
+    turn.begin("::workflow coding\nAnd quieter.")
+    deselect = PYPROJECT.replace('addopts = "-q"', 'addopts = "-q -k nothing_matches"')
+    turn.edit("pyproject.toml", deselect)
+
+    said = turn.stop()["systemMessage"]
+
+    assert "configuration (pyproject.toml)" in said
+    (run,) = [r for r in turn.events("verify.run") if r["status"] == "passed"][-1:]
+    assert run["counts"]["passed"] == 2  # the run read the configuration the turn began with

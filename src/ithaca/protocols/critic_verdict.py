@@ -63,7 +63,9 @@ def verdict(ctx: GateContext, event_id: str, state: dict[str, Any]) -> Opinion:
         )
         run = pending
     if run is not None and run["status"] == "passed":
-        found = judgement.problems(ctx.conn, blobs, state, run, then_config, now_config)
+        found = judgement.problems(
+            ctx.conn, blobs, state, run, then_config, now_config, ctx.project.root
+        )
         if not any(found.values()):
             details = {"run": run["id"], "counts": run["counts"], "runner": runner.name}
             weaker = None

@@ -66,3 +66,10 @@ CAPTURED = tuple(
         )
     )
 )
+
+# Files shared with other tools, of which only these sections configure a runner: an edit
+# elsewhere in them (a dependency, a linter's settings) changes no test run.
+SHARED = {
+    "pyproject.toml": ("tool.pytest", "tool.tox"),
+    "setup.cfg": ("tool:pytest",),
+}

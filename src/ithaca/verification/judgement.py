@@ -26,16 +26,21 @@ def problems(
     run: Mapping[str, Any],
     then_config: Mapping[str, str] | None,
     now_config: Mapping[str, str],
+    root: str,
 ) -> dict[str, list[str]]:
     """``{"config": files changed and not accepted, "tests": tests lost}`` for a run on
     the turn whose critic state is ``state`` and whose runner's configuration began as
-    ``then_config`` (empty lists when no turn is open)."""
+    ``then_config`` (empty lists when no turn is open); ``root`` is the project's."""
     found: dict[str, list[str]] = {"config": [], "tests": []}
     if state is None or then_config is None:
         return found
     from ithaca.verification.digest import changed
 
-    moved = changed(then_config, now_config)
+    moved = [
+        path
+        for path in changed(then_config, now_config)
+        if not _only_elsewhere(path, then_config, blobs, root)
+    ]
     if moved and not records.accepted_after(
         conn, turn.configuration_digest(now_config), int(state.get("turn_seq") or 0)
     ):
@@ -46,6 +51,25 @@ def problems(
             records.tests(blobs, baseline), records.tests(blobs, dict(run))
         )
     return found
+
+
+def _only_elsewhere(path: str, then_config: Mapping[str, str], blobs: BlobStore, root: str) -> bool:
+    """Whether a shared file (``configs.SHARED``) changed only outside the sections a
+    runner reads."""
+    import os
+
+    from ithaca.verification.configs import SHARED
+
+    prefixes = SHARED.get(path)
+    old = then_config.get(path, "").lstrip("x")
+    if prefixes is None or len(old) != 64 or not blobs.exists(old):
+        return False
+    try:
+        with open(os.path.join(root, path), "rb") as handle:
+            new = handle.read()
+    except OSError:
+        return False
+    return turn.runner_sections(blobs.get(old), prefixes) == turn.runner_sections(new, prefixes)
 
 
 def describe(found: Mapping[str, list[str]], limit: int = 20) -> str:

@@ -72,7 +72,9 @@ class VerificationService:
         if run is None:
             run, tail = self._run(runner, tree.digest, config_digest, laid, session, actor)
         view = _view(run, reused=reused)
-        found = judgement.problems(conn, self.blobs, state, run, then_config, now_config)
+        found = judgement.problems(
+            conn, self.blobs, state, run, then_config, now_config, self.project.root
+        )
         view["verifies_turn"] = run["status"] == "passed" and not any(found.values())
         view["problems"] = judgement.describe(found) or None
         if tail:

@@ -75,6 +75,22 @@ def overlay(
     return laid
 
 
+def runner_sections(data: bytes, prefixes: Iterable[str]) -> str:
+    """The sections of an INI or TOML file whose header starts with one of ``prefixes``
+    (``[tool.pytest.ini_options]``), as text: what a runner reads of a shared file."""
+    kept: list[str] = []
+    keeping = False
+    wanted = tuple(prefixes)
+    for line in data.decode("utf-8", "replace").splitlines():
+        stripped = line.strip()
+        if stripped.startswith("[") and not stripped.startswith("[["):
+            header = stripped.strip("[] \t")
+            keeping = header.startswith(wanted)
+        if keeping and stripped and not stripped.startswith(("#", ";")):
+            kept.append(stripped)
+    return "\n".join(kept)
+
+
 def lost_tests(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
     """The tests that passed in ``before`` and did not pass in ``after``, each with what
     became of it (removed or deselected, skipped, failed)."""
