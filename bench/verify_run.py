@@ -9,6 +9,8 @@ under is no evidence), and records the run. This script builds a pytest project 
 alternation, in the same run:
 
 - *bare*: ``python -m pytest -q -p no:cacheprovider`` in the project, a plain subprocess;
+- *bare+junit*: the same with the JUnit report Ithaca asks for (``--junitxml``), to show
+  what the report itself costs;
 - *verify*: ``VerificationService.verify(fresh=True)``, as the CLI and the MCP tool call it
   (a fresh run each time: the same content would otherwise be reused);
 - *reuse*: ``verify()`` on unchanged content, which finds the settled run and runs nothing;
@@ -68,6 +70,13 @@ def main() -> None:
             assert done.returncode == 0, done.stdout.decode()[-2000:]
             return time.perf_counter() - began
 
+        def bare_junit() -> float:
+            began = time.perf_counter()
+            report = ["--junitxml", str(root / "bare.xml")]
+            done = subprocess.run([*bare_argv, *report], cwd=here, capture_output=True, check=False)
+            assert done.returncode == 0, done.stdout.decode()[-2000:]
+            return time.perf_counter() - began
+
         def verify() -> float:
             began = time.perf_counter()
             answer = service.verify(fresh=True)
@@ -82,10 +91,12 @@ def main() -> None:
             return time.perf_counter() - began
 
         bare()
+        bare_junit()
         verify()  # warm: the sandbox, the digest's cache, the interpreter's files
-        timings: dict[str, list[float]] = {"bare": [], "verify": [], "reuse": []}
+        timings: dict[str, list[float]] = {"bare": [], "junit": [], "verify": [], "reuse": []}
         for _ in range(runs):
             timings["bare"].append(bare())
+            timings["junit"].append(bare_junit())
             timings["verify"].append(verify())
             timings["reuse"].append(reuse())
         project.close()
@@ -93,9 +104,11 @@ def main() -> None:
     ratio = medians["verify"] / medians["bare"]
     print(f"{args.tests} pytest tests, {runs} alternating runs each (medians):")
     print(f"  bare pytest            {medians['bare'] * 1000:8.0f} ms")
+    print(f"  bare pytest + JUnit    {medians['junit'] * 1000:8.0f} ms")
     print(f"  ithaca verify (fresh)  {medians['verify'] * 1000:8.0f} ms")
     print(f"  ithaca verify (reuse)  {medians['reuse'] * 1000:8.0f} ms")
     print(f"  verify / bare          {ratio:8.2f}x  (goal <= {GOAL}x) {verdict(ratio <= GOAL)}")
+    print(f"  verify / bare+JUnit    {medians['verify'] / medians['junit']:8.2f}x")
 
 
 if __name__ == "__main__":
