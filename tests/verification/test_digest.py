@@ -296,6 +296,29 @@ def test_the_cache_spares_unchanged_files_and_reads_changed_ones(
     assert fourth == tree(str(root))
 
 
+def test_a_digest_past_its_deadline_keeps_what_it_read_for_the_next_try(
+    tmp_path, monkeypatch, no_racy_window
+):
+    """A hook's first digest of a large project stops at its deadline; the files it read
+    are cached, so the next digest reads only the rest and gives the whole tree."""
+    root = tmp_path / "big"
+    root.mkdir()
+    for number in range(200):
+        (root / f"f{number:03d}.txt").write_text(f"file {number}\n")
+    cache = str(tmp_path / "cache")
+    clock = iter([0.0, 0.0, 10.0])  # the deadline (5) passes at the third look
+    monkeypatch.setattr(digest, "monotonic", lambda: next(clock))
+    reads = Reads(monkeypatch)
+
+    with pytest.raises(digest.Unfinished):
+        tree(str(root), cache=cache, until=5.0)
+
+    assert len(reads.take()) == 128  # two rounds of 64 before the deadline was seen
+    finished = tree(str(root), cache=cache)
+    assert len(reads.take()) == 72
+    assert finished == tree(str(root))
+
+
 def test_files_changed_within_the_racy_window_are_read_again(tmp_path, monkeypatch):
     root = project(tmp_path)
     cache = str(tmp_path / "cache")

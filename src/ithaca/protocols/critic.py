@@ -75,13 +75,10 @@ def commit(call: Call | None, final: Opinion, ctx: GateContext) -> Opinion | Non
 
 
 def settings(ctx: GateContext, state: dict[str, Any]) -> dict[str, Any]:
-    """The verification settings for this turn: the constraint's own commands, when it
-    names some, stand for the configuration's."""
-    chosen = dict(ctx.config["verification"])
-    named = (state.get("constraint") or {}).get("commands")
-    if named:
-        chosen["commands"] = list(named)
-    return chosen
+    """The verification settings for this turn (``verification.turn.settings``)."""
+    from ithaca.verification import turn
+
+    return turn.settings(ctx.config["verification"], state)
 
 
 # --- following the turn -----------------------------------------------------------------

@@ -32,9 +32,10 @@ class VerificationService:
         self.config = config
         self.blobs = BlobStore(project.blobs_dir)
 
-    def runner(self) -> runners.Runner:
-        """The project's runner, or ``VERIFY_NO_RUNNER``."""
-        found = runners.detect(self.project.root, self.config["verification"])
+    def runner(self, state: dict[str, Any] | None = None) -> runners.Runner:
+        """The project's runner (for the turn whose critic state is ``state``: the one the
+        critic will ask for), or ``VERIFY_NO_RUNNER``."""
+        found = runners.detect(self.project.root, turn.settings(self.config["verification"], state))
         if found is None:
             raise Refused(
                 "VERIFY_NO_RUNNER",
@@ -58,11 +59,11 @@ class VerificationService:
         self, *, session: str | None = None, actor: str = "user", fresh: bool = False
     ) -> dict[str, Any]:
         """Run (or reuse) the verification of the project as it is now."""
-        runner = self.runner()
-        tree = turn.current_tree(self.project, self.config["verification"])
-        now_config = turn.configuration(tree.files, runner.config)
         conn = self.store.connection()
         state = self._turn_state(conn, session)
+        runner = self.runner(state)
+        tree = turn.current_tree(self.project, self.config["verification"])
+        now_config = turn.configuration(tree.files, runner.config)
         then_config = turn.runner_config(state, runner)
         laid = turn.overlay(then_config, now_config, self.blobs.get) if then_config else {}
         config_digest = turn.configuration_digest(then_config or now_config)

@@ -44,6 +44,17 @@ def configuration(files: Mapping[str, str], patterns: Iterable[str]) -> dict[str
     return {path: entry for path, entry in files.items() if _configures(path, chosen)}
 
 
+def settings(verification: Mapping[str, Any], state: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The verification settings of a turn (``verification`` is ``config["verification"]``,
+    ``state`` the critic's): the commands its ``require_verification`` constraint names,
+    when it names some, stand for the configuration's."""
+    chosen = dict(verification)
+    named = ((state or {}).get("constraint") or {}).get("commands")
+    if named:
+        chosen["commands"] = list(named)
+    return chosen
+
+
 def runner_config(state: Mapping[str, Any] | None, runner: Runner) -> dict[str, str] | None:
     """The runner's configuration as the turn whose critic state is ``state`` began with
     it, or None when no turn that changed the project is open."""
